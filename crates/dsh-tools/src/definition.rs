@@ -1,0 +1,613 @@
+//! Tool definitions: the typed [`Tool`] trait, the runtime [`ToolDefinition`] and its builder.
+
+use crate::card::{ToolCallView, ToolResultView};
+use crate::content::{ContentBlock, ToolResultRecord};
+use crate::error::{RegistrationError, ToolError, panic_message};
+use crate::exec::{ExecContext, ToolExecution, ToolResult};
+use crate::schema::{ValueSchema, validate};
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The name reserved for the Code Mode transport.
+pub const RESERVED_TOOL_NAME: &str = "run_code";
+
+/// The model-facing part of a definition: exactly what a model request carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolSchema {
+    /// The tool's name.
+    pub name: String,
+    /// What the model reads to decide when to call it.
+    pub description: String,
+    /// The JSON Schema of the arguments (an object).
+    pub parameters: Value,
+}
+
+/// Renders the canonical value as model-visible content: `render(args, value)`. Pure.
+pub(crate) type RenderFn = Arc<dyn Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync>;
+/// Projects replayable UI facts: `presentation_meta(args, value)`. Pure.
+pub(crate) type PresentationMetaFn = Arc<dyn Fn(&Value, &Value) -> Option<Value> + Send + Sync>;
+/// A raw body: `execute(args, exec)`, returning the canonical value.
+pub(crate) type BodyFn = Arc<
+    dyn Fn(Arc<Value>, ExecContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync,
+>;
+/// Replaces final content: `finalize_content(exec, result)`. Synchronous and total.
+pub(crate) type FinalizeContentFn =
+    Arc<dyn Fn(&ToolExecution, &ToolResult) -> Option<Vec<ContentBlock>> + Send + Sync>;
+/// Whether a call may overlap its siblings.
+pub(crate) type ConcurrencyFn = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+/// The pending card of a call.
+pub(crate) type PresentCallFn = Arc<dyn Fn(&Value) -> Option<ToolCallView> + Send + Sync>;
+/// The completed card of a call.
+pub(crate) type PresentResultFn =
+    Arc<dyn Fn(&Value, &ToolResultRecord) -> Option<ToolResultView> + Send + Sync>;
+
+/// The mandatory output declaration: the canonical value's schema and its projections.
+#[derive(Clone)]
+pub struct ToolOutput {
+    pub(crate) schema: ValueSchema,
+    pub(crate) render: RenderFn,
+    pub(crate) presentation_meta: Option<PresentationMetaFn>,
+}
+
+impl ToolOutput {
+    /// An output declaration. The schema's root may be an object, array, scalar or null.
+    pub fn new(
+        schema: ValueSchema,
+        render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
+    ) -> ToolOutput {
+        ToolOutput {
+            schema,
+            render: Arc::new(render),
+            presentation_meta: None,
+        }
+    }
+
+    /// Adds the replayable presentation projection (computed for top-level calls only and
+    /// persisted on `tool/result`).
+    pub fn with_presentation_meta(
+        mut self,
+        meta: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static,
+    ) -> ToolOutput {
+        self.presentation_meta = Some(Arc::new(move |args, value| Some(meta(args, value))));
+        self
+    }
+
+    /// The canonical value's schema.
+    pub fn schema(&self) -> &ValueSchema {
+        &self.schema
+    }
+}
+
+impl fmt::Debug for ToolOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolOutput")
+            .field("schema", &self.schema)
+            .field("presentation_meta", &self.presentation_meta.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the registry validates arguments before the body runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgsValidation {
+    /// Arguments are validated against the parameter schema (typed and DSL definitions).
+    Validated,
+    /// A raw definition validates its own input ([`crate::validate`] is there for it).
+    Unvalidated,
+}
+
+/// A registered tool: its model-facing schema, output declaration, body and optional
+/// callbacks. Immutable once built; the registry borrows it as an `Arc`.
+#[derive(Clone)]
+pub struct ToolDefinition {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters: ValueSchema,
+    pub(crate) parameters_json: Value,
+    pub(crate) args_validation: ArgsValidation,
+    pub(crate) output: ToolOutput,
+    pub(crate) body: BodyFn,
+    pub(crate) finalize_content: Option<FinalizeContentFn>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) concurrency: Option<ConcurrencyFn>,
+    pub(crate) present_call: Option<PresentCallFn>,
+    pub(crate) present_result: Option<PresentResultFn>,
+}
+
+impl fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name)
+            .field("args_validation", &self.args_validation)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinition {
+    /// Starts a definition without Rust types (builder DSL or raw JSON Schema).
+    pub fn builder(
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> ToolDefinitionBuilder {
+        ToolDefinitionBuilder {
+            name: name.into(),
+            description: description.into(),
+            parameters: Parameters::Default,
+            output: None,
+            body: None,
+            finalize_content: None,
+            timeout: None,
+            concurrency: None,
+            present_call: None,
+            present_result: None,
+        }
+    }
+
+    /// Builds the definition of a typed [`Tool`]: schemas come from its `Args` and `Output`
+    /// types through the `schemars` normaliser.
+    pub fn from_tool<T: Tool>(tool: T) -> Result<ToolDefinition, RegistrationError> {
+        typed::definition(tool)
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tool's description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The parameter schema.
+    pub fn parameters(&self) -> &ValueSchema {
+        &self.parameters
+    }
+
+    /// The output declaration.
+    pub fn output(&self) -> &ToolOutput {
+        &self.output
+    }
+
+    /// Whether arguments are validated before the body.
+    pub fn args_validation(&self) -> ArgsValidation {
+        self.args_validation
+    }
+
+    /// The timeout, when declared.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The model-facing schema (a deep copy).
+    pub fn schema(&self) -> ToolSchema {
+        ToolSchema {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            parameters: self.parameters_json.clone(),
+        }
+    }
+
+    /// Whether a call with these arguments may overlap its siblings. Only an exact `true`
+    /// counts; invalid arguments, a missing classifier and a panic are all exclusive.
+    pub fn is_concurrency_safe(&self, args: &Value) -> bool {
+        let Some(classify) = &self.concurrency else {
+            return false;
+        };
+        if self.args_validation == ArgsValidation::Validated
+            && validate(&self.parameters, args).is_err()
+        {
+            return false;
+        }
+        catch_unwind(AssertUnwindSafe(|| classify(args))).unwrap_or(false)
+    }
+
+    /// The pending card, or `None` (generic fallback) when the tool has no presenter, the
+    /// arguments are malformed, or the presenter panics.
+    pub fn present_call(&self, args: &Value) -> Option<ToolCallView> {
+        let present = self.present_call.as_ref()?;
+        catch_unwind(AssertUnwindSafe(|| present(args)))
+            .ok()
+            .flatten()
+    }
+
+    /// The completed card, or `None` (generic fallback), under the same soft rules.
+    pub fn present_result(
+        &self,
+        args: &Value,
+        record: &ToolResultRecord,
+    ) -> Option<ToolResultView> {
+        let present = self.present_result.as_ref()?;
+        catch_unwind(AssertUnwindSafe(|| present(args, record)))
+            .ok()
+            .flatten()
+    }
+
+    /// Checks the registration rules that do not depend on a registry: the name, the schemas,
+    /// the timeout.
+    pub(crate) fn check(&self) -> Result<(), RegistrationError> {
+        check_name(&self.name)?;
+        if self.parameters.as_object().is_none() {
+            return Err(RegistrationError::ParametersNotObject {
+                name: self.name.clone(),
+            });
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(RegistrationError::InvalidTimeout {
+                name: self.name.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_name(name: &str) -> Result<(), RegistrationError> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(RegistrationError::InvalidName {
+            name: name.to_owned(),
+        });
+    }
+    if name == RESERVED_TOOL_NAME {
+        return Err(RegistrationError::ReservedName {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+enum Parameters {
+    Default,
+    Validated(Box<ValueSchema>),
+    Raw(Value),
+}
+
+/// Builds a [`ToolDefinition`] without Rust types.
+///
+/// Parameters given with [`parameters`](Self::parameters) (the builder DSL) are validated
+/// before the body runs; parameters given with [`raw_parameters`](Self::raw_parameters) (raw
+/// JSON Schema, as MCP-sourced tools carry) are only checked to be inside the subset, and the
+/// body validates its own input.
+#[must_use]
+pub struct ToolDefinitionBuilder {
+    name: String,
+    description: String,
+    parameters: Parameters,
+    output: Option<Result<ToolOutput, RegistrationError>>,
+    body: Option<BodyFn>,
+    finalize_content: Option<FinalizeContentFn>,
+    timeout: Option<Duration>,
+    concurrency: Option<ConcurrencyFn>,
+    present_call: Option<PresentCallFn>,
+    present_result: Option<PresentResultFn>,
+}
+
+impl fmt::Debug for ToolDefinitionBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDefinitionBuilder")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinitionBuilder {
+    /// Validated parameters from the builder DSL (the root must be an object node).
+    pub fn parameters(mut self, schema: ValueSchema) -> Self {
+        self.parameters = Parameters::Validated(Box::new(schema));
+        self
+    }
+
+    /// Raw JSON Schema parameters: accepted if inside the subset, never validated per call.
+    pub fn raw_parameters(mut self, schema: Value) -> Self {
+        self.parameters = Parameters::Raw(schema);
+        self
+    }
+
+    /// The mandatory output declaration.
+    pub fn output(mut self, output: ToolOutput) -> Self {
+        self.output = Some(Ok(output));
+        self
+    }
+
+    /// The mandatory output declaration from a raw JSON Schema.
+    pub fn raw_output(
+        mut self,
+        schema: Value,
+        render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
+    ) -> Self {
+        let name = self.name.clone();
+        self.output = Some(
+            ValueSchema::from_json(&schema)
+                .map(|schema| ToolOutput::new(schema, render))
+                .map_err(|source| RegistrationError::Schema {
+                    name,
+                    which: "output",
+                    source,
+                }),
+        );
+        self
+    }
+
+    /// The body: receives the frozen arguments and the runtime context, returns the canonical
+    /// value.
+    pub fn execute<F, Fut>(mut self, body: F) -> Self
+    where
+        F: Fn(Arc<Value>, ExecContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        self.body = Some(Arc::new(move |args, exec| Box::pin(body(args, exec))));
+        self
+    }
+
+    /// Replaces final content once per outcome (failures included). Must not panic; a panic is
+    /// contained and the content kept.
+    pub fn finalize_content(
+        mut self,
+        finalize: impl Fn(&ToolExecution, &ToolResult) -> Option<Vec<ContentBlock>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.finalize_content = Some(Arc::new(finalize));
+        self
+    }
+
+    /// A positive cooperative timeout, enforced by an execute-stage wrapper; never sent to the
+    /// model.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Classifies calls that may overlap their siblings (only an exact `true` counts).
+    pub fn concurrency_safe(
+        mut self,
+        classify: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.concurrency = Some(Arc::new(classify));
+        self
+    }
+
+    /// The pending card. Must return `None` for arguments it cannot read.
+    pub fn present_call(
+        mut self,
+        present: impl Fn(&Value) -> Option<ToolCallView> + Send + Sync + 'static,
+    ) -> Self {
+        self.present_call = Some(Arc::new(present));
+        self
+    }
+
+    /// The completed card. Must return `None` for arguments or records it cannot read.
+    pub fn present_result(
+        mut self,
+        present: impl Fn(&Value, &ToolResultRecord) -> Option<ToolResultView> + Send + Sync + 'static,
+    ) -> Self {
+        self.present_result = Some(Arc::new(present));
+        self
+    }
+
+    /// Finishes the definition, checking the name, the schemas and the timeout.
+    pub fn build(self) -> Result<ToolDefinition, RegistrationError> {
+        let name = self.name;
+        let schema_error = |which, source| RegistrationError::Schema {
+            name: name.clone(),
+            which,
+            source,
+        };
+        let (parameters, args_validation) = match self.parameters {
+            Parameters::Default => (ValueSchema::open_object(), ArgsValidation::Validated),
+            Parameters::Validated(schema) => {
+                schema.check().map_err(|e| schema_error("parameters", e))?;
+                (*schema, ArgsValidation::Validated)
+            }
+            Parameters::Raw(raw) => (
+                ValueSchema::parameters_from_json(&raw)
+                    .map_err(|e| schema_error("parameters", e))?,
+                ArgsValidation::Unvalidated,
+            ),
+        };
+        let output = match self.output {
+            None => {
+                return Err(RegistrationError::Incomplete {
+                    name,
+                    missing: "output",
+                });
+            }
+            Some(output) => output?,
+        };
+        output
+            .schema
+            .check()
+            .map_err(|e| schema_error("output", e))?;
+        let Some(body) = self.body else {
+            return Err(RegistrationError::Incomplete {
+                name,
+                missing: "execute",
+            });
+        };
+        let definition = ToolDefinition {
+            parameters_json: parameters.to_json(),
+            name,
+            description: self.description,
+            parameters,
+            args_validation,
+            output,
+            body,
+            finalize_content: self.finalize_content,
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            present_call: self.present_call,
+            present_result: self.present_result,
+        };
+        definition.check()?;
+        Ok(definition)
+    }
+}
+
+/// A typed tool: arguments and output are Rust types whose schemas come from `schemars`.
+///
+/// The registry validates the arguments against the derived schema before `execute`, then
+/// deserialises them into [`Tool::Args`]; the output is serialised, validated against the
+/// derived output schema, frozen and rendered.
+///
+/// The display callbacks validate softly: for malformed or older logged arguments the registry
+/// returns `None` (the generic card) without calling them.
+pub trait Tool: Send + Sync + 'static {
+    /// The arguments; `#[serde(deny_unknown_fields)]` closes the parameter root.
+    type Args: DeserializeOwned + JsonSchema + Send + 'static;
+    /// The canonical output value.
+    type Output: Serialize + JsonSchema + Send + 'static;
+
+    /// The tool's name (`^[A-Za-z0-9_-]{1,64}$`, not `run_code`).
+    fn name(&self) -> &str;
+
+    /// What the model reads to decide when to call it: write what users actually say.
+    fn description(&self) -> &str;
+
+    /// Runs one accepted call. Return [`ToolError::invalid_args`] for rules the schema cannot
+    /// express; report domain failures in the value, not as errors. Honour `exec.signal()`.
+    fn execute(
+        &self,
+        args: Self::Args,
+        exec: ExecContext,
+    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+
+    /// Renders the canonical value (and the arguments, both as JSON) as model-visible content.
+    fn render(&self, args: &Value, value: &Value) -> Vec<ContentBlock>;
+
+    /// Replayable UI facts for top-level calls, persisted on `tool/result`.
+    fn presentation_meta(&self, _args: &Value, _value: &Value) -> Option<Value> {
+        None
+    }
+
+    /// Replaces the final content once per outcome, failures included.
+    fn finalize_content(
+        &self,
+        _exec: &ToolExecution,
+        _result: &ToolResult,
+    ) -> Option<Vec<ContentBlock>> {
+        None
+    }
+
+    /// A cooperative timeout, enforced by an execute-stage wrapper.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Whether this call may overlap its siblings.
+    fn is_concurrency_safe(&self, _args: &Self::Args) -> bool {
+        false
+    }
+
+    /// The pending card.
+    fn present_call(&self, _args: &Self::Args) -> Option<ToolCallView> {
+        None
+    }
+
+    /// The completed card.
+    fn present_result(
+        &self,
+        _args: &Self::Args,
+        _record: &ToolResultRecord,
+    ) -> Option<ToolResultView> {
+        None
+    }
+}
+
+mod typed {
+    use super::*;
+
+    /// Soft path: validated and deserialised arguments, or `None`.
+    fn soft_args<T: Tool>(schema: &ValueSchema, args: &Value) -> Option<T::Args> {
+        validate(schema, args).ok()?;
+        crate::json::from_value(args).ok()
+    }
+
+    pub(super) fn definition<T: Tool>(tool: T) -> Result<ToolDefinition, RegistrationError> {
+        let name = tool.name().to_owned();
+        let schema_error = |which, source| RegistrationError::Schema {
+            name: name.clone(),
+            which,
+            source,
+        };
+        let parameters =
+            ValueSchema::for_type::<T::Args>().map_err(|e| schema_error("parameters", e))?;
+        let output_schema =
+            ValueSchema::for_type::<T::Output>().map_err(|e| schema_error("output", e))?;
+        let tool = Arc::new(tool);
+
+        let render_tool = Arc::clone(&tool);
+        let mut output = ToolOutput::new(output_schema, move |args, value| {
+            render_tool.render(args, value)
+        });
+        let meta_tool = Arc::clone(&tool);
+        output.presentation_meta = Some(Arc::new(move |args, value| {
+            meta_tool.presentation_meta(args, value)
+        }));
+
+        let body_tool = Arc::clone(&tool);
+        let body: BodyFn = Arc::new(move |args: Arc<Value>, exec: ExecContext| {
+            let tool = Arc::clone(&body_tool);
+            Box::pin(async move {
+                let typed: T::Args = crate::json::from_value(&args)
+                    .map_err(|e| ToolError::invalid_args(format!("arguments do not fit: {e}")))?;
+                let output = tool.execute(typed, exec).await?;
+                serde_json::to_value(output)
+                    .map_err(|e| ToolError::failed(format!("output could not be serialised: {e}")))
+            })
+        });
+
+        let finalize_tool = Arc::clone(&tool);
+        let concurrency_tool = Arc::clone(&tool);
+        let concurrency_schema = parameters.clone();
+        let call_tool = Arc::clone(&tool);
+        let call_schema = parameters.clone();
+        let result_tool = Arc::clone(&tool);
+        let result_schema = parameters.clone();
+
+        let definition = ToolDefinition {
+            parameters_json: parameters.to_json(),
+            name: name.clone(),
+            description: tool.description().to_owned(),
+            parameters,
+            args_validation: ArgsValidation::Validated,
+            output,
+            body,
+            finalize_content: Some(Arc::new(move |exec, result| {
+                finalize_tool.finalize_content(exec, result)
+            })),
+            timeout: tool.timeout(),
+            concurrency: Some(Arc::new(move |args| {
+                soft_args::<T>(&concurrency_schema, args)
+                    .is_some_and(|a| concurrency_tool.is_concurrency_safe(&a))
+            })),
+            present_call: Some(Arc::new(move |args| {
+                soft_args::<T>(&call_schema, args).and_then(|a| call_tool.present_call(&a))
+            })),
+            present_result: Some(Arc::new(move |args, record| {
+                soft_args::<T>(&result_schema, args)
+                    .and_then(|a| result_tool.present_result(&a, record))
+            })),
+        };
+        definition.check()?;
+        Ok(definition)
+    }
+}
+
+/// Runs a pure callback, turning a panic into an error message.
+pub(crate) fn contain<R>(what: &str, f: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(f))
+        .map_err(|payload| format!("{what} panicked: {}", panic_message(payload.as_ref())))
+}

@@ -1,0 +1,380 @@
+//! One call's identity, its runtime context, and its result.
+
+use crate::agent::{AgentRef, InjectedContext};
+use crate::content::{ContentBlock, ToolResultRecord};
+use crate::error::{FailureCode, ToolFailure};
+use serde_json::Value;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// An opaque identity the registry assigns to each execution. It permits correlation (a
+/// sub-dispatch carries its parent's token) without exposing any mutable state.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ExecToken(u64);
+
+impl ExecToken {
+    pub(crate) fn next() -> ExecToken {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        ExecToken(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Debug for ExecToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ExecToken(#{})", self.0)
+    }
+}
+
+/// The arguments of a call as the caller has them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arguments {
+    /// The model's raw argument text; parsed once, losslessly.
+    Text(String),
+    /// Already-parsed JSON (in-process callers, Code Mode).
+    Value(Value),
+}
+
+impl From<Value> for Arguments {
+    fn from(value: Value) -> Arguments {
+        Arguments::Value(value)
+    }
+}
+
+impl From<String> for Arguments {
+    fn from(text: String) -> Arguments {
+        Arguments::Text(text)
+    }
+}
+
+impl From<&str> for Arguments {
+    fn from(text: &str) -> Arguments {
+        Arguments::Text(text.to_owned())
+    }
+}
+
+/// A request to execute one tool call.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The model's call id.
+    pub call_id: String,
+    /// The root model-requested call of this execution tree (defaults to `call_id`).
+    pub root_call_id: Option<String>,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Arguments,
+    /// The agent the call runs for; decides visibility and scoped hooks.
+    pub agent: Option<AgentRef>,
+    /// The enclosing execution, for sub-dispatches (Code Mode). Sub-dispatches have no cards
+    /// and skip `presentation_meta`.
+    pub parent: Option<ExecToken>,
+    /// The caller's cancellation.
+    pub signal: CancellationToken,
+}
+
+impl ToolCall {
+    /// A top-level call with no agent.
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arguments>,
+        signal: CancellationToken,
+    ) -> ToolCall {
+        ToolCall {
+            call_id: call_id.into(),
+            root_call_id: None,
+            name: name.into(),
+            arguments: arguments.into(),
+            agent: None,
+            parent: None,
+            signal,
+        }
+    }
+
+    /// Runs the call on behalf of an agent.
+    pub fn with_agent(mut self, agent: AgentRef) -> ToolCall {
+        self.agent = Some(agent);
+        self
+    }
+
+    /// Marks the call as a sub-dispatch of `parent`.
+    pub fn with_parent(mut self, parent: ExecToken, root_call_id: impl Into<String>) -> ToolCall {
+        self.parent = Some(parent);
+        self.root_call_id = Some(root_call_id.into());
+        self
+    }
+}
+
+/// The materialised arguments of an execution.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallArguments {
+    /// Detached, lossless, frozen JSON.
+    Json(Arc<Value>),
+    /// The argument text was not JSON (the call fails with `INVALID_ARGS`).
+    Unparsable {
+        /// The text as received.
+        text: Arc<str>,
+        /// The parser's complaint.
+        error: String,
+    },
+}
+
+/// One pending call inside the pipeline: identity, frozen arguments and the caller's signal.
+/// Hooks, guards, observers and `finalize_content` receive it read-only.
+#[derive(Debug)]
+pub struct ToolExecution {
+    pub(crate) call_id: String,
+    pub(crate) root_call_id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: CallArguments,
+    pub(crate) token: ExecToken,
+    pub(crate) parent: Option<ExecToken>,
+    pub(crate) agent: Option<AgentRef>,
+    pub(crate) signal: CancellationToken,
+}
+
+impl ToolExecution {
+    /// The call id.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The root model-requested call of this execution tree.
+    pub fn root_call_id(&self) -> &str {
+        &self.root_call_id
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The parsed arguments, or `None` when the text was not JSON.
+    pub fn args(&self) -> Option<&Arc<Value>> {
+        match &self.arguments {
+            CallArguments::Json(value) => Some(value),
+            CallArguments::Unparsable { .. } => None,
+        }
+    }
+
+    /// The materialised arguments.
+    pub fn arguments(&self) -> &CallArguments {
+        &self.arguments
+    }
+
+    /// The registry-assigned token.
+    pub fn token(&self) -> ExecToken {
+        self.token
+    }
+
+    /// The enclosing execution's token, for sub-dispatches.
+    pub fn parent(&self) -> Option<ExecToken> {
+        self.parent
+    }
+
+    /// The agent the call runs for.
+    pub fn agent(&self) -> Option<&AgentRef> {
+        self.agent.as_ref()
+    }
+
+    /// The caller's cancellation.
+    pub fn signal(&self) -> &CancellationToken {
+        &self.signal
+    }
+
+    /// The agent's session id, when there is an agent.
+    pub fn session_id(&self) -> Option<&str> {
+        self.agent.as_ref().map(|a| a.session_id())
+    }
+}
+
+/// Shared services a body can reach (`exec.service::<T>()`), such as the jobs runtime.
+#[derive(Clone, Default)]
+pub struct Services {
+    map: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
+}
+
+impl fmt::Debug for Services {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.map.lock().map(|m| m.len()).unwrap_or(0);
+        f.debug_struct("Services").field("count", &count).finish()
+    }
+}
+
+impl Services {
+    pub(crate) fn insert<T: Any + Send + Sync>(&self, service: Arc<T>) {
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(TypeId::of::<T>(), service);
+        }
+    }
+
+    pub(crate) fn remove<T: Any + Send + Sync>(&self, service: &Arc<T>) {
+        if let Ok(mut map) = self.map.lock() {
+            let same = map
+                .get(&TypeId::of::<T>())
+                .and_then(|s| Arc::clone(s).downcast::<T>().ok())
+                .is_some_and(|s| Arc::ptr_eq(&s, service));
+            if same {
+                map.remove(&TypeId::of::<T>());
+            }
+        }
+    }
+
+    /// The service of type `T`, when one is provided.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let map = self.map.lock().ok()?;
+        map.get(&TypeId::of::<T>())
+            .and_then(|s| Arc::clone(s).downcast::<T>().ok())
+    }
+}
+
+/// What a body leaves on its own result besides the value.
+#[derive(Debug, Default)]
+pub(crate) struct CallSink {
+    pub(crate) deferred: Mutex<Vec<InjectedContext>>,
+    pub(crate) concludes_turn: AtomicBool,
+    /// Counter for Code Mode sub-call ids (`<parent>:code:<n>`).
+    pub(crate) sub_calls: AtomicU64,
+}
+
+/// The body's runtime context: the frozen execution plus the (possibly replaced) signal, the
+/// context channel, and services.
+#[derive(Clone, Debug)]
+pub struct ExecContext {
+    pub(crate) execution: Arc<ToolExecution>,
+    pub(crate) args: Arc<Value>,
+    pub(crate) signal: CancellationToken,
+    pub(crate) sink: Arc<CallSink>,
+    pub(crate) services: Services,
+}
+
+impl ExecContext {
+    /// The frozen execution.
+    pub fn execution(&self) -> &Arc<ToolExecution> {
+        &self.execution
+    }
+
+    /// The call id.
+    pub fn call_id(&self) -> &str {
+        &self.execution.call_id
+    }
+
+    /// The root model-requested call of this execution tree.
+    pub fn root_call_id(&self) -> &str {
+        &self.execution.root_call_id
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.execution.name
+    }
+
+    /// The frozen, lossless arguments.
+    pub fn args(&self) -> &Arc<Value> {
+        &self.args
+    }
+
+    /// The registry-assigned token.
+    pub fn token(&self) -> ExecToken {
+        self.execution.token
+    }
+
+    /// The cancellation the body must honour. It fires when the caller cancels, and when an
+    /// execute-stage wrapper (such as the definition's timeout) cancels.
+    pub fn signal(&self) -> &CancellationToken {
+        &self.signal
+    }
+
+    /// The agent the call runs for. Its `inject` can fail once the agent is gone.
+    pub fn agent(&self) -> Option<&AgentRef> {
+        self.execution.agent.as_ref()
+    }
+
+    /// Attaches context to this call's own result; the loop appends it after the `tool/result`.
+    pub fn defer_context(&self, context: InjectedContext) {
+        if let Ok(mut deferred) = self.sink.deferred.lock() {
+            deferred.push(context);
+        }
+    }
+
+    /// Marks a successful result of this call as ending the agent's turn.
+    pub fn conclude_turn(&self) {
+        self.sink.concludes_turn.store(true, Ordering::SeqCst);
+    }
+
+    /// A shared service, such as the jobs runtime.
+    pub fn service<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.services.get::<T>()
+    }
+}
+
+/// The outcome of one execution.
+///
+/// Only `content`, `error` and `meta` are durable ([`ToolResult::record`]); `value` is
+/// execution-local (Code Mode programs receive it).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ToolResult {
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The model-visible content.
+    pub content: Vec<ContentBlock>,
+    /// The canonical value (successes only), frozen.
+    pub value: Option<Arc<Value>>,
+    /// The failure (errors only).
+    pub error: Option<ToolFailure>,
+    /// Replayable presentation facts (top-level successes only).
+    pub meta: Option<Value>,
+    /// Contexts to append after this result, in order.
+    pub additional_contexts: Vec<InjectedContext>,
+    /// Whether this (successful) result ends the agent's turn.
+    pub concludes_turn: bool,
+}
+
+impl ToolResult {
+    /// A failed result; its content is `Error: <message>`.
+    pub fn failure(code: FailureCode, message: impl Into<String>) -> ToolResult {
+        let message = message.into();
+        ToolResult {
+            is_error: true,
+            content: vec![ContentBlock::text(format!("Error: {message}"))],
+            value: None,
+            error: Some(ToolFailure { message, code }),
+            meta: None,
+            additional_contexts: Vec::new(),
+            concludes_turn: false,
+        }
+    }
+
+    pub(crate) fn success(value: Arc<Value>, content: Vec<ContentBlock>) -> ToolResult {
+        ToolResult {
+            is_error: false,
+            content,
+            value: Some(value),
+            error: None,
+            meta: None,
+            additional_contexts: Vec::new(),
+            concludes_turn: false,
+        }
+    }
+
+    /// The failure code, for failed results.
+    pub fn code(&self) -> Option<FailureCode> {
+        self.error.as_ref().map(|e| e.code)
+    }
+
+    /// The durable projection (what a session log keeps).
+    pub fn record(&self) -> ToolResultRecord {
+        ToolResultRecord {
+            content: self.content.clone(),
+            is_error: self.is_error,
+            error: self.error.clone(),
+            meta: self.meta.clone(),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Define, register, validate and execute model-callable tools for LLM agents.
+//!
+//! `dsh-tools` is the contract layer of the dsh-rs workspace. It owns:
+//!
+//! - the **value-schema subset** ([`ValueSchema`]): one small, fully enforced JSON Schema
+//!   language for arguments and outputs, authored from Rust types (`schemars`), with a builder
+//!   DSL, or as raw JSON Schema;
+//! - **tool definitions**: typed ([`Tool`]) or raw ([`ToolDefinition::builder`]), each with a
+//!   mandatory output declaration ([`ToolOutput`]: schema + `render` + optional
+//!   `presentation_meta`);
+//! - the **registry and execution pipeline** ([`ToolRegistry::execute`]): lossless argument
+//!   materialisation, policy hooks ([`hooks`]), panic containment, output validation and the
+//!   closed set of [`FailureCode`]s;
+//! - **scopes and plugins** ([`Scope`], [`Plugin`]): every registration and hook is an effect
+//!   with a disposer, so hot reload and agent disposal leave nothing behind;
+//! - **Code Mode** ([`ToolRegistry::call_value`], [`typescript_declarations`]);
+//! - the neutral **card vocabulary** ([`card`]) that presenters return.
+//!
+//! It deliberately does not render cards (that is the `presenters` crate), run a model loop
+//! (`agent-loop`) or spawn processes (`tool-bash`); it depends on no other workspace crate.
+//!
+//! # Example
+//!
+//! ```
+//! use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use serde_json::Value;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct EchoArgs {
+//!     /// The text to send back.
+//!     text: String,
+//! }
+//!
+//! #[derive(Serialize, JsonSchema)]
+//! struct Echoed {
+//!     text: String,
+//! }
+//!
+//! struct Echo;
+//!
+//! impl Tool for Echo {
+//!     type Args = EchoArgs;
+//!     type Output = Echoed;
+//!
+//!     fn name(&self) -> &str {
+//!         "echo"
+//!     }
+//!
+//!     fn description(&self) -> &str {
+//!         "Repeat the given text back. Use when the user says \"echo\" or \"repeat\"."
+//!     }
+//!
+//!     async fn execute(&self, args: EchoArgs, _exec: ExecContext) -> Result<Echoed, ToolError> {
+//!         Ok(Echoed { text: args.text })
+//!     }
+//!
+//!     fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
+//!         vec![ContentBlock::text(value["text"].as_str().unwrap_or_default())]
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = ToolRegistry::new();
+//! registry.register_tool(Echo)?;
+//! let call = ToolCall::new("call-1", "echo", r#"{"text": "hi"}"#, CancellationToken::new());
+//! let result = registry.execute(call).await;
+//! assert!(!result.is_error);
+//! assert_eq!(result.content, vec![ContentBlock::text("hi")]);
+//! # Ok::<(), dsh_tools::RegistrationError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Features
+//!
+//! This crate has no cargo features. The workspace builds `serde_json` with
+//! `arbitrary_precision` (numbers keep their exact text) and `preserve_order`; see [`json`].
+
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod card;
+mod code_mode;
+mod content;
+mod definition;
+mod error;
+mod exec;
+pub mod hooks;
+pub mod json;
+mod pipeline;
+mod registry;
+pub mod schema;
+mod scope;
+pub mod testing;
+
+pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
+pub use card::{ToolCallView, ToolResultView};
+pub use code_mode::{ToolCallError, typescript_declarations};
+pub use content::{ContentBlock, ToolResultRecord, content_text};
+pub use definition::{
+    ArgsValidation, RESERVED_TOOL_NAME, Tool, ToolDefinition, ToolDefinitionBuilder, ToolOutput,
+    ToolSchema,
+};
+pub use error::{
+    FailureCode, PluginError, RegistrationError, RestrictError, ScopeError, ToolError, ToolFailure,
+};
+pub use exec::{
+    Arguments, CallArguments, ExecContext, ExecToken, Services, ToolCall, ToolExecution, ToolResult,
+};
+pub use hooks::{
+    Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,
+    PreNext, Restriction,
+};
+pub use registry::{ToolRegistry, ToolsChange, ToolsChangeKind};
+pub use schema::{SchemaError, ValueSchema, Violation, strip_strict_nulls, validate};
+pub use scope::{Disposer, Plugin, PluginHandle, Scope};

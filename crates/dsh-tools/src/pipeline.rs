@@ -1,0 +1,486 @@
+//! The execution pipeline (spec 01 §1.4): materialise → pre-execute → guards → execute stage
+//! (wrappers, timeout, body) → cancellation → post-execute → finalize → observers.
+
+use crate::definition::{ArgsValidation, ToolDefinition, contain};
+use crate::error::{FailureCode, panic_message};
+use crate::exec::{
+    Arguments, CallArguments, CallSink, ExecContext, ExecToken, ToolCall, ToolExecution, ToolResult,
+};
+use crate::hooks::{Approval, ApprovalRequest, ExecuteNext, PostAction, PreDecision, PreNext};
+use crate::registry::{CallHooks, ToolRegistry};
+use crate::schema::{Violation, validate};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+impl ToolRegistry {
+    /// Executes one call through the whole pipeline. Never fails: every outcome, including an
+    /// unknown tool, bad arguments, a denial, a panic or a cancellation, is a [`ToolResult`].
+    ///
+    /// The body's future is always driven to completion, even after cancellation; bodies must
+    /// honour `exec.signal()` to stop early.
+    pub async fn execute(&self, call: ToolCall) -> ToolResult {
+        let span = tracing::info_span!(
+            "tool.call",
+            tool = %call.name,
+            call_id = %call.call_id,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let registry = self.clone();
+        async move {
+            let (_, result) = registry.execute_call(call).await;
+            let span = tracing::Span::current();
+            span.record("outcome", result.code().map_or("OK", |c| c.as_str()));
+            span.record("duration_ms", started.elapsed().as_millis() as u64);
+            match result.code() {
+                None => tracing::debug!("tool call succeeded"),
+                Some(FailureCode::Denied) => tracing::debug!("tool call denied"),
+                Some(code @ (FailureCode::ToolPanic | FailureCode::ToolError)) => {
+                    tracing::warn!(%code, "tool call failed")
+                }
+                Some(code) => tracing::debug!(%code, "tool call failed"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs a call and also returns its execution (Code Mode needs the token of nothing but
+    /// the parent; tests and hosts may want the frozen execution).
+    pub(crate) async fn execute_call(&self, call: ToolCall) -> (Arc<ToolExecution>, ToolResult) {
+        let session = call.agent.as_ref().map(|a| a.session_id().to_owned());
+        let (definition, hooks) = {
+            let state = self.inner.read();
+            (
+                state.resolve(session.as_deref(), &call.name),
+                state.hooks(session.as_deref()),
+            )
+        };
+        let execution = Arc::new(ToolExecution {
+            root_call_id: call.root_call_id.unwrap_or_else(|| call.call_id.clone()),
+            call_id: call.call_id,
+            arguments: materialize(call.arguments),
+            name: call.name,
+            token: ExecToken::next(),
+            parent: call.parent,
+            agent: call.agent,
+            signal: call.signal,
+        });
+        let result = match definition {
+            None => {
+                let visible: Vec<String> = self
+                    .inner
+                    .read()
+                    .visible(session.as_deref())
+                    .into_keys()
+                    .collect();
+                let known = if visible.is_empty() {
+                    String::from("no tools are available")
+                } else {
+                    format!("available tools: {}", visible.join(", "))
+                };
+                ToolResult::failure(
+                    FailureCode::UnknownTool,
+                    format!("unknown tool `{}`; {known}", execution.name),
+                )
+            }
+            Some(definition) => {
+                let sink = Arc::new(CallSink::default());
+                let result =
+                    run_pipeline(self, &definition, &execution, &hooks, Arc::clone(&sink)).await;
+                finalize(&definition, &execution, result)
+            }
+        };
+        for observer in &hooks.observers {
+            if let Err(message) = contain("tools/result observer", || observer(&execution, &result))
+            {
+                tracing::warn!(tool = %execution.name, "{message}; ignored");
+            }
+        }
+        (execution, result)
+    }
+}
+
+/// Parses the model's argument text once into detached, lossless JSON and freezes it.
+fn materialize(arguments: Arguments) -> CallArguments {
+    match arguments {
+        Arguments::Value(value) => CallArguments::Json(Arc::new(value)),
+        Arguments::Text(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(value) => CallArguments::Json(Arc::new(value)),
+            Err(error) => CallArguments::Unparsable {
+                text: Arc::from(text),
+                error: error.to_string(),
+            },
+        },
+    }
+}
+
+fn denied(reason: String) -> ToolResult {
+    ToolResult::failure(FailureCode::Denied, reason)
+}
+
+async fn run_pipeline(
+    registry: &ToolRegistry,
+    definition: &Arc<ToolDefinition>,
+    execution: &Arc<ToolExecution>,
+    hooks: &CallHooks,
+    sink: Arc<CallSink>,
+) -> ToolResult {
+    let args = match &execution.arguments {
+        CallArguments::Json(args) => Arc::clone(args),
+        CallArguments::Unparsable { error, .. } => {
+            let result = ToolResult::failure(
+                FailureCode::InvalidArgs,
+                format!("invalid arguments: the argument text is not JSON ({error})"),
+            );
+            return post_execute(definition, execution, hooks, &args_placeholder(), result).await;
+        }
+    };
+    let result = 'dispatch: {
+        if execution.signal.is_cancelled() {
+            break 'dispatch aborted_before_dispatch();
+        }
+        if let Some(reason) = pre_execute(execution, hooks).await {
+            break 'dispatch denied(reason);
+        }
+        if let Some(reason) = guards(execution, hooks) {
+            break 'dispatch denied(reason);
+        }
+        if execution.signal.is_cancelled() {
+            break 'dispatch aborted_before_dispatch();
+        }
+        let result = execute_stage(registry, definition, execution, &args, hooks, &sink).await;
+        // The caller cancelled while the body ran: a success no longer answers anyone.
+        if execution.signal.is_cancelled()
+            && (!result.is_error || result.code() == Some(FailureCode::Timeout))
+        {
+            break 'dispatch ToolResult::failure(
+                FailureCode::Aborted,
+                "the call was cancelled while it ran",
+            );
+        }
+        result
+    };
+    let mut result = post_execute(definition, execution, hooks, &args, result).await;
+    let mut contexts = sink
+        .deferred
+        .lock()
+        .map(|mut d| std::mem::take(&mut *d))
+        .unwrap_or_default();
+    contexts.append(&mut result.additional_contexts);
+    result.additional_contexts = contexts;
+    result.concludes_turn = !result.is_error && sink.concludes_turn.load(Ordering::SeqCst);
+    result
+}
+
+fn args_placeholder() -> Arc<Value> {
+    Arc::new(Value::Null)
+}
+
+fn aborted_before_dispatch() -> ToolResult {
+    ToolResult::failure(
+        FailureCode::AbortedBeforeDispatch,
+        "the call was cancelled before it started",
+    )
+}
+
+/// Runs the pre-execute waterfall; `Some(reason)` denies. `Ask` goes to the approver.
+async fn pre_execute(execution: &Arc<ToolExecution>, hooks: &CallHooks) -> Option<String> {
+    let failure = Arc::new(Mutex::new(None));
+    let decision = PreNext {
+        chain: Arc::clone(&hooks.pre_execute),
+        index: 0,
+        execution: Arc::clone(execution),
+        failure: Arc::clone(&failure),
+    }
+    .run()
+    .await;
+    // A listener that panicked fails the call closed, whatever the listeners around it said.
+    if let Some(message) = failure.lock().ok().and_then(|f| f.clone()) {
+        return Some(message);
+    }
+    match decision {
+        PreDecision::Allow => None,
+        PreDecision::Deny { reason } => Some(reason),
+        PreDecision::Ask { reason } => ask(execution, hooks, reason).await,
+    }
+}
+
+async fn ask(
+    execution: &Arc<ToolExecution>,
+    hooks: &CallHooks,
+    reason: Option<String>,
+) -> Option<String> {
+    let why = reason
+        .clone()
+        .unwrap_or_else(|| String::from("approval required"));
+    let Some(agent) = execution.agent.clone() else {
+        return Some(format!("{why}; the call has no agent to ask for approval"));
+    };
+    let Some(approver) = hooks.approver.clone() else {
+        return Some(format!("{why}; no approval service is available"));
+    };
+    let request = ApprovalRequest {
+        execution: Arc::clone(execution),
+        agent,
+        reason,
+        signal: execution.signal.clone(),
+    };
+    let answer = AssertUnwindSafe(async move { approver.approve(request).await }).catch_unwind();
+    let answer = tokio::select! {
+        answer = answer => answer,
+        () = execution.signal.cancelled() => Ok(Approval::Cancel),
+    };
+    match answer {
+        Ok(Approval::Grant) => None,
+        Ok(Approval::Refuse { reason }) => Some(match reason {
+            Some(reason) => format!("approval refused: {reason}"),
+            None => String::from("approval refused"),
+        }),
+        Ok(Approval::Cancel) => Some(String::from("approval was cancelled")),
+        Err(payload) => Some(format!(
+            "the approval service failed ({}); the call is denied",
+            panic_message(payload.as_ref())
+        )),
+    }
+}
+
+/// Runs the guards; the first reason denies. A panicking guard denies too.
+fn guards(execution: &ToolExecution, hooks: &CallHooks) -> Option<String> {
+    hooks.guards.iter().find_map(|guard| {
+        contain("guard", || guard(execution)).unwrap_or_else(|message| {
+            tracing::warn!(tool = %execution.name, "{message}");
+            Some(format!("{message}; the call is denied"))
+        })
+    })
+}
+
+async fn execute_stage(
+    registry: &ToolRegistry,
+    definition: &Arc<ToolDefinition>,
+    execution: &Arc<ToolExecution>,
+    args: &Arc<Value>,
+    hooks: &CallHooks,
+    sink: &Arc<CallSink>,
+) -> ToolResult {
+    let dispatch_def = Arc::clone(definition);
+    let dispatch_exec = Arc::clone(execution);
+    let dispatch_args = Arc::clone(args);
+    let dispatch_sink = Arc::clone(sink);
+    let services = registry.inner.services.clone();
+    let dispatch: Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ToolResult> + Send + Sync> =
+        Arc::new(move |signal| {
+            let def = Arc::clone(&dispatch_def);
+            let exec = Arc::clone(&dispatch_exec);
+            let ctx = ExecContext {
+                execution: Arc::clone(&dispatch_exec),
+                args: Arc::clone(&dispatch_args),
+                signal,
+                sink: Arc::clone(&dispatch_sink),
+                services: services.clone(),
+            };
+            Box::pin(async move { timed_body(&def, &exec, ctx).await })
+        });
+    ExecuteNext {
+        chain: Arc::clone(&hooks.wrappers),
+        index: 0,
+        execution: Arc::clone(execution),
+        signal: execution.signal.clone(),
+        dispatch,
+    }
+    .run()
+    .await
+}
+
+/// The definition's own timeout: the innermost execute-stage wrapper.
+async fn timed_body(
+    definition: &ToolDefinition,
+    execution: &ToolExecution,
+    ctx: ExecContext,
+) -> ToolResult {
+    let Some(timeout) = definition.timeout else {
+        return body(definition, execution, ctx).await;
+    };
+    let deadline = ctx.signal.child_token();
+    let ctx = ExecContext {
+        signal: deadline.clone(),
+        ..ctx
+    };
+    let run = body(definition, execution, ctx);
+    tokio::pin!(run);
+    let result = tokio::select! {
+        result = &mut run => return result,
+        () = tokio::time::sleep(timeout) => {
+            deadline.cancel();
+            run.await
+        }
+    };
+    // The deadline fired; whatever the body made of it, the call timed out.
+    drop(result);
+    ToolResult::failure(
+        FailureCode::Timeout,
+        format!("the call timed out after {}ms", timeout.as_millis()),
+    )
+}
+
+/// Validates arguments (typed and DSL tools), runs the body with panic containment, and
+/// accepts its value.
+async fn body(
+    definition: &ToolDefinition,
+    execution: &ToolExecution,
+    ctx: ExecContext,
+) -> ToolResult {
+    let args = Arc::clone(&ctx.args);
+    if definition.args_validation == ArgsValidation::Validated
+        && let Err(violations) = validate(&definition.parameters, &args)
+    {
+        return ToolResult::failure(FailureCode::InvalidArgs, invalid_args_message(&violations));
+    }
+    let started = AssertUnwindSafe(|| (definition.body)(Arc::clone(&args), ctx));
+    let future = match std::panic::catch_unwind(started) {
+        Ok(future) => future,
+        Err(payload) => return panicked(&payload),
+    };
+    match AssertUnwindSafe(future).catch_unwind().await {
+        Err(payload) => panicked(&payload),
+        Ok(Err(error)) => {
+            let code = error.code();
+            let message = match code {
+                FailureCode::InvalidArgs => format!("invalid arguments: {error}"),
+                _ => error.to_string(),
+            };
+            ToolResult::failure(code, message)
+        }
+        Ok(Ok(value)) => accept_value(definition, execution, &args, value),
+    }
+}
+
+fn panicked(payload: &Box<dyn std::any::Any + Send>) -> ToolResult {
+    ToolResult::failure(
+        FailureCode::ToolPanic,
+        format!("the tool panicked: {}", panic_message(payload.as_ref())),
+    )
+}
+
+pub(crate) fn invalid_args_message(violations: &[Violation]) -> String {
+    let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    format!("invalid arguments: {}", listed.join("; "))
+}
+
+/// Validates a canonical value against the output schema, freezes it, renders it, and (for
+/// top-level calls) projects its presentation meta.
+fn accept_value(
+    definition: &ToolDefinition,
+    execution: &ToolExecution,
+    args: &Value,
+    value: Value,
+) -> ToolResult {
+    if let Err(violations) = validate(&definition.output.schema, &value) {
+        let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        return ToolResult::failure(
+            FailureCode::InvalidToolOutput,
+            format!(
+                "the tool produced a value its output schema rejects: {}",
+                listed.join("; ")
+            ),
+        );
+    }
+    let value = Arc::new(value);
+    let content = match contain("render", || (definition.output.render)(args, &value)) {
+        Ok(content) => content,
+        Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
+    };
+    let mut result = ToolResult::success(Arc::clone(&value), content);
+    if execution.parent.is_none()
+        && let Some(meta) = &definition.output.presentation_meta
+    {
+        match contain("presentation_meta", || meta(args, &value)) {
+            Ok(meta) => result.meta = meta,
+            Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
+        }
+    }
+    result
+}
+
+/// Runs the post-execute listeners in order; each sees the result as the previous left it.
+async fn post_execute(
+    definition: &ToolDefinition,
+    execution: &Arc<ToolExecution>,
+    hooks: &CallHooks,
+    args: &Value,
+    mut result: ToolResult,
+) -> ToolResult {
+    for listener in &hooks.post_execute {
+        let seen = result.clone();
+        let exec = Arc::clone(execution);
+        // Calling the listener is inside the guarded future too: a listener may panic before
+        // it returns its future.
+        let outcome = AssertUnwindSafe(async move { listener(exec, seen).await })
+            .catch_unwind()
+            .await;
+        let decision = match outcome {
+            Ok(decision) => decision,
+            Err(payload) => {
+                let message = format!(
+                    "a post-execute listener failed ({}); the result was withheld",
+                    panic_message(payload.as_ref())
+                );
+                tracing::warn!(tool = %execution.name, "{message}");
+                let mut failed = ToolResult::failure(FailureCode::Denied, message);
+                failed.additional_contexts = result.additional_contexts;
+                return failed;
+            }
+        };
+        let mut contexts = decision.additional_contexts;
+        match decision.action {
+            PostAction::Keep => {}
+            PostAction::Content(content) => result.content = content,
+            PostAction::Value(value) if result.is_error => {
+                tracing::warn!(
+                    tool = %execution.name,
+                    "a post-execute listener tried to replace the value of a failed result; refused"
+                );
+                drop(value);
+            }
+            PostAction::Value(value) => {
+                let kept = std::mem::take(&mut result.additional_contexts);
+                result = accept_value(definition, execution, args, value);
+                result.additional_contexts = kept;
+            }
+            PostAction::Block(feedback) => {
+                let kept = std::mem::take(&mut result.additional_contexts);
+                result = ToolResult::failure(FailureCode::Denied, feedback);
+                result.additional_contexts = kept;
+                result.additional_contexts.append(&mut contexts);
+                return result;
+            }
+        }
+        result.additional_contexts.append(&mut contexts);
+    }
+    result
+}
+
+/// Runs the definition's `finalize_content` exactly once; a panic keeps the content.
+fn finalize(
+    definition: &ToolDefinition,
+    execution: &ToolExecution,
+    mut result: ToolResult,
+) -> ToolResult {
+    if let Some(finalize) = &definition.finalize_content {
+        match contain("finalize_content", || finalize(execution, &result)) {
+            Ok(Some(content)) => result.content = content,
+            Ok(None) => {}
+            Err(message) => tracing::warn!(tool = %execution.name, "{message}; content kept"),
+        }
+    }
+    result
+}

@@ -1,0 +1,504 @@
+//! Raw JSON Schema acceptance: a raw schema enters the subset whole, or is refused with every
+//! offending place listed.
+
+use super::{Annotations, ObjectSchema, ScalarType, SchemaError, SchemaKind, ValueSchema};
+use crate::json::pointer_push;
+use crate::schema::Violation;
+use serde_json::{Map, Value};
+
+/// Nesting beyond this is refused rather than risking the stack on hostile input.
+const MAX_DEPTH: usize = 128;
+
+const ANNOTATIONS: [&str; 4] = ["description", "title", "default", "examples"];
+const OBJECT_ONLY: [&str; 3] = ["properties", "required", "additionalProperties"];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Root {
+    /// Any root; every object node declares `additionalProperties`.
+    Value,
+    /// An object root that may leave `additionalProperties` out (open by default).
+    Parameters,
+}
+
+pub(super) fn accept(schema: &Value, root: Root) -> Result<ValueSchema, SchemaError> {
+    let mut walk = Walk {
+        violations: Vec::new(),
+    };
+    let accepted = walk.node(schema, "", 0, root == Root::Parameters);
+    if root == Root::Parameters
+        && !matches!(
+            accepted.as_ref().map(ValueSchema::kind),
+            Some(SchemaKind::Object(_))
+        )
+        && walk.violations.is_empty()
+    {
+        walk.violations.push(Violation::new(
+            "",
+            "a parameter schema must have an object root (\"type\": \"object\")",
+        ));
+    }
+    match accepted {
+        Some(schema) if walk.violations.is_empty() => Ok(schema),
+        _ => Err(SchemaError {
+            violations: walk.violations,
+        }),
+    }
+}
+
+struct Walk {
+    violations: Vec<Violation>,
+}
+
+impl Walk {
+    fn fail(&mut self, pointer: &str, message: impl Into<String>) {
+        self.violations.push(Violation::new(pointer, message));
+    }
+
+    /// Accepts one node. Returns `None` when the node itself is unusable; problems are always
+    /// recorded in `self.violations`, and the walk continues into children so that every
+    /// offending place is found in one pass.
+    fn node(
+        &mut self,
+        schema: &Value,
+        at: &str,
+        depth: usize,
+        parameter_root: bool,
+    ) -> Option<ValueSchema> {
+        if depth > MAX_DEPTH {
+            self.fail(at, format!("schema nests deeper than {MAX_DEPTH} levels"));
+            return None;
+        }
+        let Value::Object(node) = schema else {
+            self.fail(at, "must be a schema object");
+            return None;
+        };
+
+        let before = self.violations.len();
+        for key in node.keys() {
+            let known = matches!(key.as_str(), "type" | "oneOf" | "items" | "enum" | "const")
+                || OBJECT_ONLY.contains(&key.as_str())
+                || ANNOTATIONS.contains(&key.as_str());
+            if !known {
+                self.fail(
+                    &pointer_push(at, key),
+                    format!(
+                        "keyword `{key}` is not supported (the subset is type, oneOf, properties, \
+                         required, additionalProperties, items, enum, const and the annotations \
+                         description, title, default, examples)"
+                    ),
+                );
+            }
+        }
+        let annotations = self.annotations(node, at);
+
+        let kind = match (node.get("type"), node.get("oneOf")) {
+            (Some(_), Some(_)) => {
+                self.fail(at, "a node declares either `type` or `oneOf`, not both");
+                None
+            }
+            (None, None) => {
+                for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
+                    if node.contains_key(*key) {
+                        self.fail(
+                            &pointer_push(at, key),
+                            format!("`{key}` needs a `type` on the same node"),
+                        );
+                    }
+                }
+                Some(SchemaKind::Json)
+            }
+            (None, Some(branches)) => self.one_of(node, branches, at, depth),
+            (Some(ty), None) => self.typed(node, ty, at, depth, parameter_root),
+        };
+
+        match kind {
+            Some(kind) if self.violations.len() == before => Some(ValueSchema {
+                kind,
+                annotations,
+                misuse: None,
+            }),
+            _ => None,
+        }
+    }
+
+    fn annotations(&mut self, node: &Map<String, Value>, at: &str) -> Annotations {
+        let mut text = |key: &str| match node.get(key) {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.fail(&pointer_push(at, key), format!("`{key}` must be a string"));
+                None
+            }
+        };
+        Annotations {
+            description: text("description"),
+            title: text("title"),
+            default: node.get("default").cloned(),
+            examples: node.get("examples").cloned(),
+        }
+    }
+
+    fn one_of(
+        &mut self,
+        node: &Map<String, Value>,
+        branches: &Value,
+        at: &str,
+        depth: usize,
+    ) -> Option<SchemaKind> {
+        for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
+            if node.contains_key(*key) {
+                self.fail(
+                    &pointer_push(at, key),
+                    format!("`{key}` is not supported beside `oneOf`; put it in the branches"),
+                );
+            }
+        }
+        let here = pointer_push(at, "oneOf");
+        let Value::Array(list) = branches else {
+            self.fail(&here, "`oneOf` must be an array of schemas");
+            return None;
+        };
+        if list.len() < 2 {
+            self.fail(&here, "`oneOf` needs at least two branches");
+        }
+        let accepted: Vec<Option<ValueSchema>> = list
+            .iter()
+            .enumerate()
+            .map(|(i, branch)| self.node(branch, &format!("{here}/{i}"), depth + 1, false))
+            .collect();
+        accepted
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .map(SchemaKind::OneOf)
+    }
+
+    fn typed(
+        &mut self,
+        node: &Map<String, Value>,
+        ty: &Value,
+        at: &str,
+        depth: usize,
+        parameter_root: bool,
+    ) -> Option<SchemaKind> {
+        let type_at = pointer_push(at, "type");
+        let name = match ty {
+            Value::String(name) => name.as_str(),
+            Value::Array(_) => {
+                self.fail(
+                    &type_at,
+                    "type arrays are not supported; use `oneOf` (e.g. a type and `null`)",
+                );
+                return None;
+            }
+            _ => {
+                self.fail(&type_at, "`type` must be a string");
+                return None;
+            }
+        };
+        match name {
+            "object" => {
+                self.reject_keys(node, at, &["items", "enum", "const"], "object");
+                self.object(node, at, depth, parameter_root)
+            }
+            "array" => {
+                self.reject_keys(node, at, &OBJECT_ONLY, "array");
+                self.reject_keys(node, at, &["enum", "const"], "array");
+                let items = match node.get("items") {
+                    None => None,
+                    Some(items) => Some(Box::new(self.node(
+                        items,
+                        &pointer_push(at, "items"),
+                        depth + 1,
+                        false,
+                    )?)),
+                };
+                Some(SchemaKind::Array { items })
+            }
+            other => {
+                let Some(ty) = ScalarType::parse(other) else {
+                    self.fail(
+                        &type_at,
+                        format!(
+                            "unknown type `{other}` (expected object, array, string, number, \
+                             integer, boolean or null)"
+                        ),
+                    );
+                    return None;
+                };
+                self.reject_keys(node, at, &OBJECT_ONLY, other);
+                self.reject_keys(node, at, &["items"], other);
+                self.scalar(node, ty, at)
+            }
+        }
+    }
+
+    fn reject_keys(&mut self, node: &Map<String, Value>, at: &str, keys: &[&str], ty: &str) {
+        for key in keys {
+            if node.contains_key(*key) {
+                self.fail(
+                    &pointer_push(at, key),
+                    format!("`{key}` does not apply to type `{ty}`"),
+                );
+            }
+        }
+    }
+
+    fn scalar(
+        &mut self,
+        node: &Map<String, Value>,
+        ty: ScalarType,
+        at: &str,
+    ) -> Option<SchemaKind> {
+        let allowed = match node.get("enum") {
+            None => None,
+            Some(Value::Array(values)) if !values.is_empty() => {
+                for (i, value) in values.iter().enumerate() {
+                    if !ty.matches(value) {
+                        self.fail(
+                            &format!("{}/{i}", pointer_push(at, "enum")),
+                            format!("enum value {value} is not of type {ty}"),
+                        );
+                    }
+                }
+                Some(values.clone())
+            }
+            Some(_) => {
+                self.fail(
+                    &pointer_push(at, "enum"),
+                    "`enum` must be a non-empty array of values",
+                );
+                None
+            }
+        };
+        let constant = match node.get("const") {
+            None => None,
+            Some(value) => {
+                if !ty.matches(value) {
+                    self.fail(
+                        &pointer_push(at, "const"),
+                        format!("const value {value} is not of type {ty}"),
+                    );
+                } else if let Some(allowed) = &allowed
+                    && !allowed.iter().any(|a| crate::json::values_equal(a, value))
+                {
+                    self.fail(
+                        &pointer_push(at, "const"),
+                        "const value is not one of the `enum` values",
+                    );
+                }
+                Some(value.clone())
+            }
+        };
+        Some(SchemaKind::Scalar {
+            ty,
+            allowed,
+            constant,
+        })
+    }
+
+    fn object(
+        &mut self,
+        node: &Map<String, Value>,
+        at: &str,
+        depth: usize,
+        parameter_root: bool,
+    ) -> Option<SchemaKind> {
+        let mut properties = Vec::new();
+        let mut complete = true;
+        match node.get("properties") {
+            None => {}
+            Some(Value::Object(map)) => {
+                let here = pointer_push(at, "properties");
+                for (name, schema) in map {
+                    match self.node(schema, &pointer_push(&here, name), depth + 1, false) {
+                        Some(schema) => properties.push((name.clone(), schema)),
+                        None => complete = false,
+                    }
+                }
+            }
+            Some(_) => {
+                self.fail(
+                    &pointer_push(at, "properties"),
+                    "`properties` must be an object of schemas",
+                );
+                complete = false;
+            }
+        }
+        let mut required = Vec::new();
+        match node.get("required") {
+            None => {}
+            Some(Value::Array(names)) => {
+                let here = pointer_push(at, "required");
+                for (i, name) in names.iter().enumerate() {
+                    match name {
+                        Value::String(name) => {
+                            let declared = node
+                                .get("properties")
+                                .and_then(Value::as_object)
+                                .is_some_and(|p| p.contains_key(name));
+                            if !declared {
+                                self.fail(
+                                    &format!("{here}/{i}"),
+                                    format!(
+                                        "required property `{name}` is not declared in `properties`"
+                                    ),
+                                );
+                            } else if required.contains(name) {
+                                self.fail(
+                                    &format!("{here}/{i}"),
+                                    format!("required property `{name}` is listed twice"),
+                                );
+                            } else {
+                                required.push(name.clone());
+                            }
+                        }
+                        _ => {
+                            self.fail(&format!("{here}/{i}"), "`required` entries must be strings")
+                        }
+                    }
+                }
+            }
+            Some(_) => self.fail(
+                &pointer_push(at, "required"),
+                "`required` must be an array of property names",
+            ),
+        }
+        let additional_properties = match node.get("additionalProperties") {
+            Some(Value::Bool(open)) => *open,
+            Some(_) => {
+                self.fail(
+                    &pointer_push(at, "additionalProperties"),
+                    "`additionalProperties` must be `true` or `false` (schemas are not supported)",
+                );
+                true
+            }
+            None if parameter_root => true,
+            None => {
+                self.fail(
+                    at,
+                    "an object node must declare `additionalProperties: true` or `false`",
+                );
+                true
+            }
+        };
+        // Keep declaration order for required names, matching the properties.
+        required.sort_by_key(|name| properties.iter().position(|(k, _)| k == name));
+        complete.then_some(SchemaKind::Object(ObjectSchema {
+            properties,
+            required,
+            additional_properties,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pointers(schema: Value) -> Vec<String> {
+        ValueSchema::from_json(&schema)
+            .unwrap_err()
+            .violations
+            .into_iter()
+            .map(|v| v.pointer)
+            .collect()
+    }
+
+    #[test]
+    fn every_unsupported_keyword_is_listed() {
+        let schema = json!({
+            "type": "object",
+            "additionalProperties": false,
+            "minProperties": 1,
+            "properties": {
+                "path": {"type": "string", "pattern": "^/"},
+                "list": {
+                    "type": "array",
+                    "items": {"type": "object", "additionalProperties": true, "properties": {
+                        "n": {"type": "integer", "minimum": 0}
+                    }}
+                }
+            }
+        });
+        assert_eq!(
+            pointers(schema),
+            vec![
+                "/minProperties",
+                "/properties/path/pattern",
+                "/properties/list/items/properties/n/minimum"
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_nodes_are_refused() {
+        let check = |schema: Value, pointer: &str| {
+            let got = pointers(schema.clone());
+            assert!(got.iter().any(|p| p == pointer), "{schema}: {got:?}");
+        };
+        check(json!({"type": ["string", "null"]}), "/type");
+        check(json!({"type": "object", "properties": {}}), "");
+        check(
+            json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            "/additionalProperties",
+        );
+        check(
+            json!({"type": "object", "additionalProperties": true, "required": ["x"]}),
+            "/required/0",
+        );
+        check(json!({"oneOf": [{"type": "string"}]}), "/oneOf");
+        check(json!({"type": "string", "oneOf": []}), "");
+        check(json!({"type": "integer", "enum": [1, 1.5]}), "/enum/1");
+        check(json!({"type": "string", "const": 3}), "/const");
+        check(
+            json!({"type": "string", "enum": ["a"], "const": "b"}),
+            "/const",
+        );
+        check(json!({"type": "array", "enum": [[1]]}), "/enum");
+        check(json!({"items": {"type": "string"}}), "/items");
+        check(json!({"type": "string", "description": 3}), "/description");
+        check(json!({"type": "date"}), "/type");
+        check(json!(true), "");
+        check(json!({"$ref": "#/$defs/x"}), "/$ref");
+        check(json!({"type": "string", "format": "uri"}), "/format");
+        check(
+            json!({"anyOf": [{"type": "string"}, {"type": "null"}]}),
+            "/anyOf",
+        );
+    }
+
+    #[test]
+    fn parameter_roots_may_leave_openness_out() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let accepted = ValueSchema::parameters_from_json(&schema).unwrap();
+        assert!(accepted.as_object().unwrap().additional_properties());
+        assert!(ValueSchema::parameters_from_json(&json!({"type": "string"})).is_err());
+        let nested = json!({"type": "object", "properties": {"a": {"type": "object"}}});
+        assert_eq!(
+            ValueSchema::parameters_from_json(&nested)
+                .unwrap_err()
+                .pointers(),
+            vec!["/properties/a"]
+        );
+    }
+
+    #[test]
+    fn deep_schemas_are_refused_without_overflow() {
+        // Built by hand: `json!` would re-serialise the growing value at every level.
+        let mut schema = json!({"type": "string"});
+        for _ in 0..10_000 {
+            let mut map = Map::new();
+            map.insert("type".into(), json!("array"));
+            map.insert("items".into(), schema);
+            schema = Value::Object(map);
+        }
+        let err = ValueSchema::from_json(&schema).unwrap_err();
+        assert!(err.to_string().contains("deeper than"), "{err}");
+        // Dropping a 10 000-deep value recursively would itself overflow; unnest by hand.
+        let mut cur = schema;
+        while let Value::Object(mut map) = cur {
+            cur = map.remove("items").unwrap_or(Value::Null);
+        }
+    }
+}

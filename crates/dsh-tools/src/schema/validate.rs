@@ -1,0 +1,290 @@
+//! The validator: every rule the subset can declare, checked with JSON-pointer violations.
+
+use super::{ObjectSchema, SchemaKind, ValueSchema};
+use crate::json::{pointer_push, type_name, values_equal};
+use serde_json::Value;
+use std::fmt;
+
+/// One validation problem: where (a JSON pointer into the validated value, or into the schema
+/// for schema problems) and what.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Violation {
+    /// RFC 6901 JSON pointer; `""` is the root.
+    pub pointer: String,
+    /// A plain message, e.g. `expected string, got number`.
+    pub message: String,
+}
+
+impl Violation {
+    pub(crate) fn new(pointer: impl Into<String>, message: impl Into<String>) -> Violation {
+        Violation {
+            pointer: pointer.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.pointer.is_empty() {
+            write!(f, "(root): {}", self.message)
+        } else {
+            write!(f, "{}: {}", self.pointer, self.message)
+        }
+    }
+}
+
+/// Validates a value against a schema, reporting every violation.
+///
+/// Numbers are compared losslessly: an integer beyond `u64` is still an integer, `1.0` is a valid
+/// integer, and `enum`/`const` compare numbers by value.
+pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation>> {
+    let mut out = Vec::new();
+    check(schema, value, "", &mut out);
+    if out.is_empty() { Ok(()) } else { Err(out) }
+}
+
+fn check(schema: &ValueSchema, value: &Value, at: &str, out: &mut Vec<Violation>) {
+    match &schema.kind {
+        SchemaKind::Json => {}
+        SchemaKind::Scalar {
+            ty,
+            allowed,
+            constant,
+        } => {
+            if !ty.matches(value) {
+                out.push(Violation::new(
+                    at,
+                    format!("expected {ty}, got {}", type_name(value)),
+                ));
+                return;
+            }
+            if let Some(allowed) = allowed
+                && !allowed.iter().any(|a| values_equal(a, value))
+            {
+                let list = allowed
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                out.push(Violation::new(
+                    at,
+                    format!("expected one of {list}, got {value}"),
+                ));
+            }
+            if let Some(constant) = constant
+                && !values_equal(constant, value)
+            {
+                out.push(Violation::new(
+                    at,
+                    format!("expected {constant}, got {value}"),
+                ));
+            }
+        }
+        SchemaKind::Array { items } => {
+            let Value::Array(list) = value else {
+                out.push(Violation::new(
+                    at,
+                    format!("expected array, got {}", type_name(value)),
+                ));
+                return;
+            };
+            if let Some(items) = items {
+                for (i, item) in list.iter().enumerate() {
+                    check(items, item, &format!("{at}/{i}"), out);
+                }
+            }
+        }
+        SchemaKind::Object(object) => check_object(object, value, at, out),
+        SchemaKind::OneOf(branches) => check_one_of(branches, value, at, out),
+    }
+}
+
+fn check_object(object: &ObjectSchema, value: &Value, at: &str, out: &mut Vec<Violation>) {
+    let Value::Object(map) = value else {
+        out.push(Violation::new(
+            at,
+            format!("expected object, got {}", type_name(value)),
+        ));
+        return;
+    };
+    for name in &object.required {
+        if !map.contains_key(name) {
+            out.push(Violation::new(
+                pointer_push(at, name),
+                "required property is missing",
+            ));
+        }
+    }
+    for (key, item) in map {
+        match object.property(key) {
+            Some(schema) => check(schema, item, &pointer_push(at, key), out),
+            None if !object.additional_properties => out.push(Violation::new(
+                pointer_push(at, key),
+                "unknown property (this object accepts only its declared properties)",
+            )),
+            None => {}
+        }
+    }
+}
+
+fn check_one_of(branches: &[ValueSchema], value: &Value, at: &str, out: &mut Vec<Violation>) {
+    let mut matched = Vec::new();
+    let mut failures = Vec::with_capacity(branches.len());
+    for (i, branch) in branches.iter().enumerate() {
+        let mut branch_out = Vec::new();
+        check(branch, value, at, &mut branch_out);
+        if branch_out.is_empty() {
+            matched.push(i);
+        } else {
+            failures.push((i, branch_out));
+        }
+    }
+    match matched.len() {
+        1 => {}
+        0 => {
+            // Point at the real problem when one branch is clearly the one the value was aiming
+            // for: the only branch of the value's JSON type whose `const` properties all match
+            // (how tagged enums are told apart).
+            let aimed: Vec<&(usize, Vec<Violation>)> = failures
+                .iter()
+                .filter(|(i, _)| aims_at(&branches[*i], value))
+                .collect();
+            if let [(_, violations)] = aimed.as_slice() {
+                out.extend(violations.iter().cloned());
+            } else {
+                out.push(Violation::new(
+                    at,
+                    format!(
+                        "expected a value matching exactly one of {} alternatives, got {} \
+                         matching none",
+                        branches.len(),
+                        type_name(value)
+                    ),
+                ));
+            }
+        }
+        n => out.push(Violation::new(
+            at,
+            format!(
+                "value matches {n} alternatives (#{}); exactly one must match",
+                matched
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", #")
+            ),
+        )),
+    }
+}
+
+/// Whether a value looks like it was meant for this branch: same JSON type, and for objects,
+/// every present `const`-valued property agrees.
+fn aims_at(branch: &ValueSchema, value: &Value) -> bool {
+    match (&branch.kind, value) {
+        (SchemaKind::Json, _) => true,
+        (SchemaKind::Scalar { ty, .. }, v) => {
+            ty.matches(v) || matches!((ty, v), (super::ScalarType::Integer, Value::Number(_)))
+        }
+        (SchemaKind::Array { .. }, Value::Array(_)) => true,
+        (SchemaKind::Object(object), Value::Object(map)) => {
+            let mut has_tag = false;
+            for (name, schema) in object.properties() {
+                if let SchemaKind::Scalar {
+                    constant: Some(constant),
+                    ..
+                } = &schema.kind
+                {
+                    has_tag = true;
+                    if !map.get(name).is_some_and(|v| values_equal(v, constant)) {
+                        return false;
+                    }
+                }
+            }
+            has_tag || map.keys().all(|k| object.property(k).is_some())
+        }
+        (SchemaKind::OneOf(branches), v) => branches.iter().any(|b| aims_at(b, v)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn violations(schema: &ValueSchema, value: Value) -> Vec<String> {
+        match validate(schema, &value) {
+            Ok(()) => Vec::new(),
+            Err(list) => list.into_iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn reports_every_violation_with_its_pointer() {
+        let schema = ValueSchema::closed_object()
+            .required("path", ValueSchema::string())
+            .required("items", ValueSchema::array(ValueSchema::integer()))
+            .property("mode", ValueSchema::string().allowed(["fast", "slow"]));
+        assert_eq!(
+            violations(
+                &schema,
+                json!({"items": [1, 2.5, "x"], "mode": "medium", "extra": true})
+            ),
+            vec![
+                "/path: required property is missing",
+                "/items/1: expected integer, got number",
+                "/items/2: expected integer, got string",
+                "/mode: expected one of \"fast\", \"slow\", got \"medium\"",
+                "/extra: unknown property (this object accepts only its declared properties)",
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_are_checked_losslessly() {
+        let int = ValueSchema::integer();
+        for text in ["18446744073709551617", "1.0", "-0", "1e2"] {
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert!(validate(&int, &v).is_ok(), "{text}");
+        }
+        let v: Value = serde_json::from_str("0.1").unwrap();
+        assert!(validate(&int, &v).is_err());
+        let one = ValueSchema::number().constant(json!(1));
+        let v: Value = serde_json::from_str("1.0").unwrap();
+        assert!(validate(&one, &v).is_ok());
+    }
+
+    #[test]
+    fn one_of_requires_exactly_one_match() {
+        let schema = ValueSchema::one_of([ValueSchema::number(), ValueSchema::integer()]);
+        assert_eq!(
+            violations(&schema, json!(1)),
+            vec!["(root): value matches 2 alternatives (#0, #1); exactly one must match"]
+        );
+        assert!(violations(&schema, json!(1.5)).is_empty());
+        assert_eq!(
+            violations(&schema, json!("x")),
+            vec![
+                "(root): expected a value matching exactly one of 2 alternatives, got string \
+                 matching none"
+            ]
+        );
+    }
+
+    #[test]
+    fn tagged_alternatives_point_into_the_aimed_branch() {
+        let shape = ValueSchema::one_of([
+            ValueSchema::closed_object()
+                .required("kind", ValueSchema::string().constant("circle"))
+                .required("r", ValueSchema::number()),
+            ValueSchema::closed_object()
+                .required("kind", ValueSchema::string().constant("square"))
+                .required("side", ValueSchema::integer()),
+        ]);
+        assert_eq!(
+            violations(&shape, json!({"kind": "square", "side": "big"})),
+            vec!["/side: expected integer, got string"]
+        );
+    }
+}

@@ -1,0 +1,673 @@
+//! The execute path without hooks: materialisation, validation, body, output, cancellation,
+//! registration rules and the model-facing projections.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use dsh_tools::{
+    ContentBlock, ExecContext, FailureCode, RegistrationError, Tool, ToolCall, ToolDefinition,
+    ToolError, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
+};
+use pretty_assertions::assert_eq;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use support::{call, constant_tool, expect_failure, expect_value, raw_echo, run, text};
+use tokio_util::sync::CancellationToken;
+
+// ----- A typed tool exercising every normalised shape ------------------------------------------
+
+#[allow(dead_code)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Target {
+    /// File to act on.
+    path: String,
+    line: Option<u32>,
+}
+
+#[derive(Deserialize, JsonSchema, Serialize, Clone, Copy, Debug)]
+#[serde(rename_all = "snake_case")]
+enum Mode {
+    Fast,
+    Careful,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Action {
+    Replace { with: String },
+    Delete,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    targets: Vec<Target>,
+    note: Option<String>,
+    mode: Mode,
+    action: Action,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct EditOutput {
+    count: usize,
+    mode: Mode,
+    replaced: Option<String>,
+}
+
+struct Edit;
+
+impl Tool for Edit {
+    type Args = EditArgs;
+    type Output = EditOutput;
+
+    fn name(&self) -> &str {
+        "edit"
+    }
+
+    fn description(&self) -> &str {
+        "Edit files."
+    }
+
+    async fn execute(&self, args: EditArgs, _exec: ExecContext) -> Result<EditOutput, ToolError> {
+        if args.note.as_deref() == Some("") {
+            return Err(ToolError::invalid_args("note must not be empty when given"));
+        }
+        Ok(EditOutput {
+            count: args.targets.len(),
+            mode: args.mode,
+            replaced: match args.action {
+                Action::Replace { with } => Some(with),
+                Action::Delete => None,
+            },
+        })
+    }
+
+    fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(format!(
+            "edited {} targets",
+            value["count"]
+        ))]
+    }
+
+    fn present_call(&self, args: &EditArgs) -> Option<dsh_tools::ToolCallView> {
+        Some(dsh_tools::ToolCallView::fallback(
+            "edit",
+            &json!(args.targets.len()),
+        ))
+    }
+}
+
+fn valid_edit() -> Value {
+    json!({
+        "targets": [{"path": "/a", "line": 3}, {"path": "/b"}],
+        "note": null,
+        "mode": "careful",
+        "action": {"kind": "replace", "with": "x"}
+    })
+}
+
+#[tokio::test]
+async fn typed_tool_runs_valid_calls() {
+    let registry = ToolRegistry::new();
+    registry.register_tool(Edit).unwrap();
+    let result = run(&registry, "edit", valid_edit()).await;
+    assert_eq!(
+        expect_value(&result),
+        json!({"count": 2, "mode": "careful", "replaced": "x"})
+    );
+    assert_eq!(text(&result), "edited 2 targets");
+}
+
+#[tokio::test]
+async fn typed_tool_rejects_each_invalid_shape_with_its_pointer() {
+    let registry = ToolRegistry::new();
+    registry.register_tool(Edit).unwrap();
+    let check = |mutate: fn(&mut Value), pointer: &'static str| {
+        let registry = registry.clone();
+        async move {
+            let mut args = valid_edit();
+            mutate(&mut args);
+            let result = run(&registry, "edit", args.clone()).await;
+            let message = expect_failure(&result, FailureCode::InvalidArgs);
+            assert!(
+                message.contains(&format!("{pointer}: ")),
+                "{args} should be refused at {pointer}: {message}"
+            );
+        }
+    };
+    check(|a| a["targets"] = json!("/a"), "/targets").await;
+    check(
+        |a| a["targets"][0]["line"] = json!("three"),
+        "/targets/0/line",
+    )
+    .await;
+    check(|a| a["targets"][1]["extra"] = json!(1), "/targets/1/extra").await;
+    check(
+        |a| a["targets"][0].as_object_mut().unwrap().clear(),
+        "/targets/0/path",
+    )
+    .await;
+    check(|a| a["mode"] = json!("reckless"), "/mode").await;
+    check(
+        |a| a["action"] = json!({"kind": "replace", "with": 7}),
+        "/action/with",
+    )
+    .await;
+    check(|a| a["action"] = json!({"kind": "rename"}), "/action").await;
+    check(|a| a["note"] = json!(5), "/note").await;
+    check(|a| a["surprise"] = json!(true), "/surprise").await;
+    check(
+        |a| a.as_object_mut().unwrap().remove("mode").map(drop).unwrap(),
+        "/mode",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn hand_checked_rules_and_non_json_text_are_invalid_args() {
+    let registry = ToolRegistry::new();
+    registry.register_tool(Edit).unwrap();
+    let mut args = valid_edit();
+    args["note"] = json!("");
+    let message = expect_failure(
+        &run(&registry, "edit", args).await,
+        FailureCode::InvalidArgs,
+    );
+    assert!(message.contains("note must not be empty"), "{message}");
+
+    let result = run(&registry, "edit", "{not json").await;
+    let message = expect_failure(&result, FailureCode::InvalidArgs);
+    assert!(message.contains("not JSON"), "{message}");
+    assert!(text(&result).starts_with("Error: "), "{}", text(&result));
+}
+
+#[tokio::test]
+async fn typed_tools_accept_any_number_spelling_in_tagged_enums() {
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Shape {
+        Circle { r: f64 },
+    }
+    #[derive(Deserialize, JsonSchema)]
+    struct Args {
+        shape: Shape,
+        count: u8,
+    }
+    struct Area;
+    impl Tool for Area {
+        type Args = Args;
+        type Output = f64;
+        fn name(&self) -> &str {
+            "area"
+        }
+        fn description(&self) -> &str {
+            "Area of a shape."
+        }
+        async fn execute(&self, args: Args, _: ExecContext) -> Result<f64, ToolError> {
+            let Shape::Circle { r } = args.shape;
+            Ok(r * r * f64::from(args.count))
+        }
+        fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+            vec![ContentBlock::text(value.to_string())]
+        }
+    }
+    let registry = ToolRegistry::new();
+    registry.register_tool(Area).unwrap();
+    let result = run(
+        &registry,
+        "area",
+        r#"{"shape": {"kind": "circle", "r": 2.0e0}, "count": 1.0}"#,
+    )
+    .await;
+    assert_eq!(expect_value(&result), json!(4.0));
+}
+
+// ----- Raw tools ----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn raw_tools_receive_lossless_unvalidated_arguments() {
+    let registry = ToolRegistry::new();
+    registry.register(raw_echo("echo")).unwrap();
+    let text_args =
+        r#"{"big": 18446744073709551617, "tenth": 0.1, "zero": -0, "huge": 1e400, "x": 5}"#;
+    let result = run(&registry, "echo", text_args).await;
+    // `x` breaks the declared schema (string), but raw tools validate their own input.
+    let value = expect_value(&result);
+    assert_eq!(
+        value.to_string(),
+        r#"{"big":18446744073709551617,"tenth":0.1,"zero":-0,"huge":1e+400,"x":5}"#
+    );
+    assert_eq!(
+        support::text(&result),
+        r#"{"big":18446744073709551617,"tenth":0.1,"zero":-0,"huge":1e+400,"x":5}"#
+    );
+}
+
+#[test]
+fn raw_schemas_outside_the_subset_cannot_register() {
+    let outcome = ToolDefinition::builder("grep", "Search.")
+        .raw_parameters(json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "minLength": 1},
+                "paths": {"type": "array", "items": {"type": "string", "format": "uri"}},
+                "opts": {"type": "object", "additionalProperties": false, "properties": {
+                    "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+                }}
+            }
+        }))
+        .raw_output(json!({}), |_, _| Vec::new())
+        .execute(|args, _| async move { Ok((*args).clone()) })
+        .build();
+    let Err(RegistrationError::Schema { which, source, .. }) = outcome else {
+        panic!("expected a schema error, got {outcome:?}");
+    };
+    assert_eq!(which, "parameters");
+    assert_eq!(
+        source.pointers(),
+        vec![
+            "/properties/pattern/minLength",
+            "/properties/paths/items/format",
+            "/properties/opts/properties/n/anyOf"
+        ]
+    );
+    let message = source.to_string();
+    for pointer in source.pointers() {
+        assert!(message.contains(pointer), "{message}");
+    }
+}
+
+// ----- Body failures and outputs ------------------------------------------------------------
+
+fn panicky(name: &str) -> ToolDefinition {
+    ToolDefinition::builder(name, "Panic when asked.")
+        .parameters(ValueSchema::open_object().property("panic", ValueSchema::boolean()))
+        .output(ToolOutput::new(ValueSchema::string(), |_, v| {
+            vec![ContentBlock::text(v.as_str().unwrap_or_default())]
+        }))
+        .execute(|args, _| async move {
+            if args["panic"] == json!(true) {
+                panic!("boom");
+            }
+            Ok(json!("fine"))
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_panicking_body_is_contained() {
+    let registry = ToolRegistry::new();
+    registry.register(panicky("p")).unwrap();
+    let message = expect_failure(
+        &run(&registry, "p", json!({"panic": true})).await,
+        FailureCode::ToolPanic,
+    );
+    assert!(message.contains("boom"), "{message}");
+    assert_eq!(
+        expect_value(&run(&registry, "p", json!({})).await),
+        json!("fine")
+    );
+}
+
+fn exit_tool(value: Value) -> ToolDefinition {
+    ToolDefinition::builder("exit", "Report an exit code.")
+        .output(ToolOutput::new(
+            ValueSchema::closed_object().required("exitCode", ValueSchema::integer()),
+            |_, v| {
+                vec![ContentBlock::text(format!(
+                    "[exit code: {}]",
+                    v["exitCode"]
+                ))]
+            },
+        ))
+        .execute(move |_, _| {
+            let value = value.clone();
+            async move { Ok(value) }
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn outputs_are_validated_and_domain_failures_are_values() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(exit_tool(json!({"exitCode": 9})))
+        .unwrap();
+    let result = run(&registry, "exit", json!({})).await;
+    assert_eq!(expect_value(&result), json!({"exitCode": 9}));
+    assert_eq!(text(&result), "[exit code: 9]");
+
+    let registry = ToolRegistry::new();
+    registry
+        .register(exit_tool(json!({"exitCode": "nine"})))
+        .unwrap();
+    let message = expect_failure(
+        &run(&registry, "exit", json!({})).await,
+        FailureCode::InvalidToolOutput,
+    );
+    assert!(
+        message.contains("/exitCode: expected integer, got string"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_are_tool_error_results() {
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("fail", "Always fails.")
+        .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+        .execute(|_, _| async move { Err(ToolError::failed("cannot spawn: no such file")) })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let result = run(&registry, "fail", json!({})).await;
+    assert_eq!(
+        expect_failure(&result, FailureCode::ToolError),
+        "cannot spawn: no such file"
+    );
+    assert_eq!(text(&result), "Error: cannot spawn: no such file");
+}
+
+// ----- Cancellation -------------------------------------------------------------------------
+
+#[tokio::test]
+async fn cancelled_before_dispatch_never_runs_the_body() {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("t", "Record that it ran.")
+        .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+        .execute(move |_, _| {
+            let flag = Arc::clone(&flag);
+            async move {
+                flag.store(true, Ordering::SeqCst);
+                Ok(Value::Null)
+            }
+        })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let signal = CancellationToken::new();
+    signal.cancel();
+    let result = registry
+        .execute(ToolCall::new("c", "t", json!({}), signal))
+        .await;
+    expect_failure(&result, FailureCode::AbortedBeforeDispatch);
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn cancelled_during_the_body_is_aborted_after_the_body_finishes() {
+    let finished = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(tokio::sync::Notify::new());
+    let (flag, notify) = (Arc::clone(&finished), Arc::clone(&started));
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("slow", "Finish after the signal fires.")
+        .output(ToolOutput::new(ValueSchema::string(), |_, _| Vec::new()))
+        .execute(move |_, exec: ExecContext| {
+            let (flag, notify) = (Arc::clone(&flag), Arc::clone(&notify));
+            async move {
+                notify.notify_one();
+                exec.signal().cancelled().await;
+                // Cleanup after cancellation must still be awaited by the registry.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                flag.store(true, Ordering::SeqCst);
+                Ok(json!("done anyway"))
+            }
+        })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let signal = CancellationToken::new();
+    let call = ToolCall::new("c", "slow", json!({}), signal.clone());
+    let running = tokio::spawn({
+        let registry = registry.clone();
+        async move { registry.execute(call).await }
+    });
+    started.notified().await;
+    signal.cancel();
+    let result = running.await.unwrap();
+    expect_failure(&result, FailureCode::Aborted);
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "the body's future was abandoned"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_definition_timeout_fires_the_signal_and_reports_timeout() {
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("sleepy", "Wait for the signal.")
+        .output(ToolOutput::new(ValueSchema::string(), |_, _| Vec::new()))
+        .timeout(Duration::from_millis(50))
+        .execute(|_, exec: ExecContext| async move {
+            exec.signal().cancelled().await;
+            Ok(json!("stopped"))
+        })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let message = expect_failure(
+        &run(&registry, "sleepy", json!({})).await,
+        FailureCode::Timeout,
+    );
+    assert!(message.contains("50ms"), "{message}");
+}
+
+// ----- Unknown tools and registration rules -------------------------------------------------
+
+#[tokio::test]
+async fn unknown_tools_name_the_available_ones() {
+    let registry = ToolRegistry::new();
+    registry.register(constant_tool("alpha", "a")).unwrap();
+    let message = expect_failure(
+        &run(&registry, "beta", json!({})).await,
+        FailureCode::UnknownTool,
+    );
+    assert_eq!(message, "unknown tool `beta`; available tools: alpha");
+}
+
+#[test]
+fn registration_refuses_bad_names_the_reserved_name_and_duplicates() {
+    let check = |name: &str, expected: &str| {
+        let err = ToolDefinition::builder(name, "x")
+            .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+            .execute(|_, _| async { Ok(Value::Null) })
+            .build()
+            .unwrap_err();
+        assert_eq!(err.to_string(), expected, "{name:?}");
+    };
+    check(
+        "",
+        "invalid tool name \"\": names must match ^[A-Za-z0-9_-]{1,64}$",
+    );
+    check(
+        "has space",
+        "invalid tool name \"has space\": names must match ^[A-Za-z0-9_-]{1,64}$",
+    );
+    check(
+        &"x".repeat(65),
+        &format!(
+            "invalid tool name \"{}\": names must match ^[A-Za-z0-9_-]{{1,64}}$",
+            "x".repeat(65)
+        ),
+    );
+    check(
+        "ünïcode",
+        "invalid tool name \"ünïcode\": names must match ^[A-Za-z0-9_-]{1,64}$",
+    );
+    check(
+        "run_code",
+        "tool name `run_code` is reserved for the Code Mode transport",
+    );
+
+    let registry = ToolRegistry::new();
+    registry.register(constant_tool("same", "1")).unwrap();
+    let err = registry.register(constant_tool("same", "2")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a tool named `same` is already registered in this layer; dispose it before registering a replacement"
+    );
+    let missing = ToolDefinition::builder("x", "x")
+        .execute(|_, _| async { Ok(Value::Null) })
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        "tool `x`: the definition has no output"
+    );
+}
+
+// ----- Projections --------------------------------------------------------------------------
+
+#[test]
+fn schemas_are_deterministic_and_carry_only_model_fields() {
+    let names = ["zeta", "alpha", "mid-dle", "beta_2"];
+    let build = |order: &[&str]| {
+        let registry = ToolRegistry::new();
+        for name in order {
+            registry.register(constant_tool(name, name)).unwrap();
+        }
+        registry.register_tool(Edit).unwrap();
+        serde_json::to_string(&registry.schemas(None)).unwrap()
+    };
+    let forward = build(&names);
+    let mut reversed = names;
+    reversed.reverse();
+    assert_eq!(forward, build(&reversed));
+    let parsed: Vec<Value> = serde_json::from_str(&forward).unwrap();
+    let listed: Vec<&str> = parsed.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, vec!["alpha", "beta_2", "edit", "mid-dle", "zeta"]);
+    for schema in &parsed {
+        let keys: Vec<&String> = schema.as_object().unwrap().keys().collect();
+        assert_eq!(keys, vec!["name", "description", "parameters"]);
+    }
+    let _: Vec<ToolSchema> = serde_json::from_str(&forward).unwrap();
+}
+
+#[test]
+fn strict_projection_closes_objects_and_requires_everything() {
+    let schema = ValueSchema::for_type::<EditArgs>().unwrap();
+    insta::assert_json_snapshot!("strict_edit_args", schema.to_strict_json());
+    let builder = ValueSchema::open_object()
+        .required("command", ValueSchema::string().description("What to run."))
+        .property("timeout_ms", ValueSchema::integer())
+        .property("mode", ValueSchema::string().allowed(["a", "b"]))
+        .property(
+            "inner",
+            ValueSchema::open_object().property("x", ValueSchema::boolean()),
+        );
+    insta::assert_json_snapshot!("strict_builder", builder.to_strict_json());
+}
+
+// ----- Observability ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn each_call_gets_one_span_with_its_outcome() {
+    use std::sync::Mutex;
+    use tracing::Subscriber;
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::registry::LookupSpan;
+
+    #[derive(Default, Clone)]
+    struct Spans(Arc<Mutex<Vec<String>>>);
+    struct Record<'a>(&'a mut String);
+    impl tracing::field::Visit for Record<'_> {
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0.push_str(&format!(" {}={value}", field.name()));
+        }
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() != "duration_ms" {
+                self.0.push_str(&format!(" {}={:?}", field.name(), value));
+            }
+        }
+    }
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Spans {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: Context<'_, S>,
+        ) {
+            let mut line = attrs.metadata().name().to_owned();
+            attrs.record(&mut Record(&mut line));
+            self.0.lock().unwrap().push(line);
+        }
+        fn on_record(
+            &self,
+            _: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: Context<'_, S>,
+        ) {
+            let mut line = String::from("record");
+            values.record(&mut Record(&mut line));
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let registry = ToolRegistry::new();
+    registry.register(constant_tool("k", "v")).unwrap();
+    registry.execute(call("k", json!({}))).await;
+    registry.execute(call("missing", json!({}))).await;
+    let lines = spans.0.lock().unwrap().clone();
+    let tool_spans = lines.iter().filter(|l| l.starts_with("tool.call")).count();
+    assert_eq!(tool_spans, 2, "{lines:#?}");
+    assert!(lines.iter().any(|l| l == "record outcome=OK"), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l == "record outcome=UNKNOWN_TOOL"),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn finalize_content_runs_once_for_every_outcome() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let def = ToolDefinition::builder("f", "Maybe fail.")
+        .parameters(ValueSchema::closed_object().property("fail", ValueSchema::boolean()))
+        .output(ToolOutput::new(ValueSchema::string(), |_, v| {
+            vec![ContentBlock::text(v.as_str().unwrap_or_default())]
+        }))
+        .finalize_content(move |_, result| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Some(vec![ContentBlock::text(format!(
+                "final:{}",
+                result.is_error
+            ))])
+        })
+        .execute(|args, _| async move {
+            if args["fail"] == json!(true) {
+                Err(ToolError::failed("no"))
+            } else {
+                Ok(json!("ok"))
+            }
+        })
+        .build()
+        .unwrap();
+    let registry = ToolRegistry::new();
+    registry.register(def).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (args, expected) in [
+        (json!({}), "final:false"),
+        (json!({"fail": true}), "final:true"),
+        (json!({"bogus": 1}), "final:true"),
+    ] {
+        let result = rt.block_on(run(&registry, "f", args));
+        assert_eq!(text(&result), expected);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}

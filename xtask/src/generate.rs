@@ -1,0 +1,41 @@
+//! The generators behind the docs' `BEGIN GENERATED` regions: each renders one region's
+//! content from the code, so the docs cannot drift from it.
+
+use dsh_tools::{FailureCode, ToolRegistry};
+
+/// A region generator: its name and a function producing the region's content.
+pub(crate) struct Generator {
+    pub(crate) name: &'static str,
+    pub(crate) render: fn() -> String,
+}
+
+/// Every generator, by region name.
+pub(crate) const GENERATORS: &[Generator] = &[
+    Generator {
+        name: "failure-codes",
+        render: failure_codes,
+    },
+    Generator {
+        name: "code-mode-sdk",
+        render: code_mode_sdk,
+    },
+];
+
+/// The registry of the tools this workspace ships, as a model sees them.
+pub(crate) fn builtin_registry() -> ToolRegistry {
+    ToolRegistry::new()
+}
+
+/// The closed set of failure codes, one line each.
+fn failure_codes() -> String {
+    let mut out = String::from("| code | produced when |\n|---|---|\n");
+    for code in FailureCode::ALL {
+        out.push_str(&format!("| `{}` | {} |\n", code.as_str(), code.meaning()));
+    }
+    out
+}
+
+/// The Code Mode TypeScript declarations of the built-in tools.
+fn code_mode_sdk() -> String {
+    format!("```ts\n{}```\n", builtin_registry().code_mode_sdk(None))
+}
