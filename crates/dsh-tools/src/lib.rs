@@ -14,6 +14,8 @@
 //! - **scopes and plugins** ([`Scope`], [`Plugin`]): every registration and hook is an effect
 //!   with a disposer, so hot reload and agent disposal leave nothing behind;
 //! - **Code Mode** ([`ToolRegistry::call_value`], [`typescript_declarations`]);
+//! - the **background-job runtime** ([`jobs::JobRuntime`]): ids, ownership, first-wins
+//!   settlement and exactly-once completion notices;
 //! - the neutral **card vocabulary** ([`card`]) that presenters return.
 //!
 //! It deliberately does not render cards (that is the `presenters` crate), run a model loop
@@ -89,12 +91,14 @@ mod definition;
 mod error;
 mod exec;
 pub mod hooks;
+pub mod jobs;
 pub mod json;
 mod pipeline;
 mod registry;
 pub mod schema;
 mod scope;
 pub mod testing;
+pub mod text;
 
 pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
 pub use card::{ToolCallView, ToolResultView};

@@ -39,7 +39,8 @@ impl fmt::Debug for Disposer {
 }
 
 impl Disposer {
-    fn new(action: impl FnOnce() + Send + 'static) -> Disposer {
+    /// A disposer that runs `action` the first time it is disposed.
+    pub fn new(action: impl FnOnce() + Send + 'static) -> Disposer {
         Disposer {
             action: Arc::new(Mutex::new(Some(Box::new(action)))),
         }

@@ -1,0 +1,1061 @@
+//! The generic background-job runtime: ids, lifecycle, ownership, and completion notices.
+//!
+//! A producer (such as the `bash` tool) starts work with [`JobRuntime::start`]; the runtime owns
+//! the job's identity, access and lifecycle, the producer owns the execution resources. Model
+//! facing controls (`job_output`, `job_list`, `job_kill`) sit on top of [`JobRuntime::read`],
+//! [`JobRuntime::list`], [`JobRuntime::kill`] and [`JobRuntime::wait`].
+//!
+//! Rules worth knowing:
+//! - `start` finishes every failable preflight (controller attached, owner alive, capacity)
+//!   before calling the producer's `run`; if `run` fails nothing is registered.
+//! - Ids are `<kind>-N`, predictable: authorization by owner session, not secrecy, is the
+//!   boundary. Owned jobs are visible only from the owner's session; unowned jobs from anyone.
+//! - Settlement is first-wins: one terminal record, waiters released once, listeners notified
+//!   once, whatever a late producer outcome says.
+//! - When a job settles and nobody has reported it (a kill, a read or wait that saw the end,
+//!   or teardown), the owner gets exactly one completion notice through
+//!   [`AgentHandle::inject`](crate::AgentHandle::inject). N jobs finishing together produce N
+//!   notices.
+
+use crate::agent::{AgentRef, InjectedContext};
+use crate::error::panic_message;
+use crate::scope::Disposer;
+use crate::text::{bound_keeping_tail, head_bytes};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// A job id, `<kind>-N` (`bash-1`, `bash-2`, …).
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for JobId {
+    fn from(text: &str) -> JobId {
+        JobId(text.to_owned())
+    }
+}
+
+impl From<String> for JobId {
+    fn from(text: String) -> JobId {
+        JobId(text)
+    }
+}
+
+/// A job's lifecycle state: `running → (stopping) → completed | killed | failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// The work is running.
+    Running,
+    /// Cancellation was requested; the producer is releasing its resources.
+    Stopping,
+    /// The work finished by itself.
+    Completed,
+    /// The work was cancelled.
+    Killed,
+    /// The work broke (or its producer did).
+    Failed,
+}
+
+impl JobStatus {
+    /// Whether the job has settled.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Completed | JobStatus::Killed | JobStatus::Failed
+        )
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Running => "running",
+            JobStatus::Stopping => "stopping",
+            JobStatus::Completed => "completed",
+            JobStatus::Killed => "killed",
+            JobStatus::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a producer's work ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Finished by itself.
+    Completed,
+    /// Cancelled.
+    Killed,
+    /// Broke.
+    Failed,
+}
+
+impl From<JobEnd> for JobStatus {
+    fn from(end: JobEnd) -> JobStatus {
+        match end {
+            JobEnd::Completed => JobStatus::Completed,
+            JobEnd::Killed => JobStatus::Killed,
+            JobEnd::Failed => JobStatus::Failed,
+        }
+    }
+}
+
+/// The terminal result a producer's `done` resolves to, after it released its resources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// How the work ended.
+    pub status: JobEnd,
+    /// Kind-specific detail for status lines (`exit code: 3`).
+    pub detail: Option<String>,
+    /// The final output of jobs without a reader; stream jobs leave it unset.
+    pub output: Option<String>,
+}
+
+impl JobOutcome {
+    /// An outcome with no detail or output.
+    pub fn new(status: JobEnd) -> JobOutcome {
+        JobOutcome {
+            status,
+            detail: None,
+            output: None,
+        }
+    }
+
+    /// Adds the status detail.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> JobOutcome {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// Adds the final output.
+    pub fn with_output(mut self, output: impl Into<String>) -> JobOutcome {
+        self.output = Some(output.into());
+        self
+    }
+}
+
+/// A producer's failure, turned into a `failed` settlement or a start error.
+pub type ProducerError = Box<dyn std::error::Error + Send + Sync>;
+
+type CancelFn = Arc<dyn Fn(&str) + Send + Sync>;
+type ReaderFn = Arc<Mutex<Box<dyn FnMut() -> String + Send>>>;
+
+/// The hooks through which the runtime controls and observes a producer's work.
+pub struct JobHooks {
+    cancel: CancelFn,
+    done: BoxFuture<'static, Result<JobOutcome, ProducerError>>,
+    reader: Option<ReaderFn>,
+}
+
+impl fmt::Debug for JobHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobHooks")
+            .field("streams_output", &self.reader.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobHooks {
+    /// `cancel(reason)` must be synchronous and idempotent and must eventually settle `done`;
+    /// `done` resolves only after the producer released its resources. A panic or error in
+    /// `done` settles the job as `failed` with a detail.
+    pub fn new(
+        cancel: impl Fn(&str) + Send + Sync + 'static,
+        done: impl Future<Output = Result<JobOutcome, ProducerError>> + Send + 'static,
+    ) -> JobHooks {
+        JobHooks {
+            cancel: Arc::new(cancel),
+            done: Box::pin(done),
+            reader: None,
+        }
+    }
+
+    /// Makes the job a stream job: `read` consumes the output produced since its previous
+    /// call. Without a reader the job is final-output-only.
+    pub fn with_reader(mut self, read: impl FnMut() -> String + Send + 'static) -> JobHooks {
+        self.reader = Some(Arc::new(Mutex::new(Box::new(read))));
+        self
+    }
+}
+
+type RunFn = Box<dyn FnOnce() -> Result<JobHooks, ProducerError> + Send>;
+
+/// What a producer hands to [`JobRuntime::start`].
+pub struct JobStart {
+    kind: String,
+    label: String,
+    owner: Option<AgentRef>,
+    output_limit_bytes: Option<usize>,
+    run: RunFn,
+}
+
+impl fmt::Debug for JobStart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobStart")
+            .field("kind", &self.kind)
+            .field("label", &self.label)
+            .field(
+                "owner",
+                &self.owner.as_ref().map(|o| o.session_id().to_owned()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobStart {
+    /// A job of `kind` (also the id prefix and the notice's plugin source) with a one-line
+    /// model-facing label. `run` is called once, after preflight, and starts the work.
+    pub fn new(
+        kind: impl Into<String>,
+        label: impl Into<String>,
+        run: impl FnOnce() -> Result<JobHooks, ProducerError> + Send + 'static,
+    ) -> JobStart {
+        JobStart {
+            kind: kind.into(),
+            label: label.into(),
+            owner: None,
+            output_limit_bytes: None,
+            run: Box::new(run),
+        }
+    }
+
+    /// The owning agent: access is fenced by its session, its disposal cancels the job, and
+    /// it receives the completion notice. Without an owner the job is open to every caller.
+    pub fn owner(mut self, owner: AgentRef) -> JobStart {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// A UTF-8 byte cap for each model-facing read and notice.
+    pub fn output_limit_bytes(mut self, limit: usize) -> JobStart {
+        self.output_limit_bytes = Some(limit);
+        self
+    }
+}
+
+/// A fresh, read-only copy of a job's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSnapshot {
+    /// The id.
+    pub id: JobId,
+    /// The producer kind.
+    pub kind: String,
+    /// The one-line label.
+    pub label: String,
+    /// The lifecycle state.
+    pub status: JobStatus,
+    /// Kind-specific detail (`exit code: 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When it was registered (Unix epoch milliseconds).
+    pub started_at: u64,
+    /// When it settled (Unix epoch milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+    /// The owner's session, for owned jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_session: Option<String>,
+    /// Whether the terminal state was (or is committed to be) reported to the owner.
+    pub reported: bool,
+    /// The byte cap for model-facing reads and notices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit_bytes: Option<usize>,
+}
+
+impl JobSnapshot {
+    /// `[status: completed, exit code: 0]`, or `[status: running]` without detail.
+    pub fn status_line(&self) -> String {
+        match &self.detail {
+            Some(detail) => format!("[status: {}, {detail}]", self.status),
+            None => format!("[status: {}]", self.status),
+        }
+    }
+}
+
+/// What a read returns: the output and the state at read time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRead {
+    /// Stream jobs: the delta since the previous read. Final-output jobs: empty while live,
+    /// the final output once settled.
+    pub text: String,
+    /// The job's state at read time.
+    pub snapshot: JobSnapshot,
+}
+
+/// What a kill did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KillOutcome {
+    /// Cancellation was requested; the job is stopping.
+    Requested,
+    /// The job had already settled.
+    AlreadyFinished,
+}
+
+/// How completion notices reach an owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeDelivery {
+    /// Injected as context for the owner's next model request; an idle owner stays idle.
+    Quiet,
+    /// Injected, and an idle owner is given a turn to handle it (through the
+    /// [`TurnOpener`]), at most `max_consecutive_wakes` times without intervening user input.
+    Wakeup {
+        /// The budget of consecutive woken turns (default 3).
+        max_consecutive_wakes: u32,
+    },
+}
+
+/// The host side of `wakeup` delivery: opens a turn on an idle agent.
+pub trait TurnOpener: Send + Sync {
+    /// Opens a turn on `owner` if it is idle, returning whether it did. The notice is already
+    /// in the owner's inbox when this is called.
+    fn open_turn(&self, owner: &AgentRef) -> bool;
+}
+
+/// Runtime configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobsConfig {
+    /// The most `running` + `stopping` jobs one owner may have (unowned jobs share one
+    /// bucket). Default 10.
+    pub max_concurrent_jobs_per_owner: usize,
+    /// How completion notices are delivered. Default `Quiet`.
+    pub delivery: NoticeDelivery,
+    /// How long owner disposal and teardown wait for cancelled producers to settle before
+    /// force-failing their records. Default 10 s (above the shell's 2 s kill grace).
+    pub teardown_grace: Duration,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            max_concurrent_jobs_per_owner: 10,
+            delivery: NoticeDelivery::Quiet,
+            teardown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a job operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// No job controller is attached, so nobody could read or stop the work.
+    #[error(
+        "no job controller is attached: background jobs need the job tools (job_output, job_kill) to be loaded"
+    )]
+    NoController,
+    /// The owner was disposed.
+    #[error("the owning agent (session `{session}`) is gone; no job was started")]
+    OwnerGone {
+        /// The owner's session.
+        session: String,
+    },
+    /// The owner is at its limit of live jobs.
+    #[error(
+        "{owner} already has {limit} running jobs (the limit is {limit}); wait for one to finish or stop one with job_kill"
+    )]
+    Capacity {
+        /// Who is at the limit.
+        owner: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// The runtime was torn down.
+    #[error("the jobs runtime was torn down; no job was started")]
+    TornDown,
+    /// The producer's `run` failed or panicked; nothing was registered.
+    #[error("the job could not start: {0}")]
+    Run(String),
+    /// The id is unknown, or belongs to another session.
+    #[error("no job `{id}` is visible to this session")]
+    NotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The producer's `cancel` panicked; the job's state is unchanged.
+    #[error("stopping job `{id}` failed: {message}")]
+    Cancel {
+        /// The job.
+        id: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A wait was cancelled by its signal while the job was still live.
+    #[error("the wait for job `{id}` was cancelled")]
+    WaitCancelled {
+        /// The job.
+        id: String,
+    },
+}
+
+type DoneListener = Arc<dyn Fn(&JobSnapshot, Option<&AgentRef>) + Send + Sync>;
+type ChangedListener = Arc<dyn Fn(&JobSnapshot) + Send + Sync>;
+
+struct Record {
+    snapshot: JobSnapshot,
+    owner: Option<AgentRef>,
+    cancel: CancelFn,
+    reader: Option<ReaderFn>,
+    final_output: Option<String>,
+    settled: watch::Sender<bool>,
+    /// Callers inside `wait`: each will return the terminal snapshot, so a settlement while
+    /// any is waiting counts as reported.
+    waiters: usize,
+}
+
+#[derive(Default)]
+struct State {
+    records: Vec<Record>,
+    counters: HashMap<String, u64>,
+    /// Capacity held by starts whose `run` is in progress, per owner session.
+    reserved: HashMap<Option<String>, usize>,
+    torn_down: bool,
+}
+
+struct Inner {
+    config: JobsConfig,
+    state: Mutex<State>,
+    controllers: AtomicUsize,
+    done_listeners: Mutex<Vec<(u64, DoneListener)>>,
+    changed_listeners: Mutex<Vec<(u64, ChangedListener)>>,
+    opener: Mutex<Option<Arc<dyn TurnOpener>>>,
+    wakes: Mutex<HashMap<String, u32>>,
+    next_listener: AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here is a handful of field updates that cannot leave the state
+    // half-written, so a poisoned lock is still consistent.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn visible(record: &Record, caller: Option<&str>) -> bool {
+    match &record.snapshot.owner_session {
+        None => true,
+        Some(owner) => Some(owner.as_str()) == caller,
+    }
+}
+
+/// The jobs runtime (a shared service; cheap to clone). Provide it to tools with
+/// [`Scope::provide`](crate::Scope::provide) and reach it with `exec.service::<JobRuntime>()`.
+#[derive(Clone)]
+pub struct JobRuntime {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for JobRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = lock(&self.inner.state);
+        f.debug_struct("JobRuntime")
+            .field("jobs", &state.records.len())
+            .field("torn_down", &state.torn_down)
+            .finish()
+    }
+}
+
+impl Default for JobRuntime {
+    fn default() -> Self {
+        JobRuntime::new(JobsConfig::default())
+    }
+}
+
+impl JobRuntime {
+    /// A runtime with the given configuration.
+    pub fn new(config: JobsConfig) -> JobRuntime {
+        JobRuntime {
+            inner: Arc::new(Inner {
+                config,
+                state: Mutex::new(State::default()),
+                controllers: AtomicUsize::new(0),
+                done_listeners: Mutex::new(Vec::new()),
+                changed_listeners: Mutex::new(Vec::new()),
+                opener: Mutex::new(None),
+                wakes: Mutex::new(HashMap::new()),
+                next_listener: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &JobsConfig {
+        &self.inner.config
+    }
+
+    /// Declares that a job controller (the model-facing job tools) is loaded. Producers can
+    /// start work only while at least one is attached. Disposing the returned handle detaches.
+    pub fn attach_controller(&self) -> Disposer {
+        self.inner.controllers.fetch_add(1, Ordering::SeqCst);
+        let inner = Arc::clone(&self.inner);
+        Disposer::new(move || {
+            inner.controllers.fetch_sub(1, Ordering::SeqCst);
+        })
+    }
+
+    /// Installs the host's turn opener for `wakeup` delivery.
+    pub fn set_turn_opener(&self, opener: Arc<dyn TurnOpener>) {
+        *lock(&self.inner.opener) = Some(opener);
+    }
+
+    /// Real user input reached the agent of `session`: its wake budget is full again.
+    pub fn note_user_input(&self, session: &str) {
+        lock(&self.inner.wakes).remove(session);
+    }
+
+    /// Starts a job after full preflight. If the producer's `run` fails (or panics), nothing is
+    /// registered and no id is used.
+    pub fn start(&self, start: JobStart) -> Result<JobId, JobError> {
+        let JobStart {
+            kind,
+            label,
+            owner,
+            output_limit_bytes,
+            run,
+        } = start;
+        let owner_session = owner.as_ref().map(|o| o.session_id().to_owned());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(JobError::Run(String::from(
+                "jobs need a tokio runtime to watch their producers",
+            )));
+        };
+        {
+            // Preflight and capacity reservation in one critical section, so concurrent starts
+            // cannot overshoot the limit; `run` itself runs outside the lock.
+            let mut state = lock(&self.inner.state);
+            if state.torn_down {
+                return Err(JobError::TornDown);
+            }
+            if self.inner.controllers.load(Ordering::SeqCst) == 0 {
+                return Err(JobError::NoController);
+            }
+            if let Some(owner) = &owner
+                && !owner.is_alive()
+            {
+                return Err(JobError::OwnerGone {
+                    session: owner.session_id().to_owned(),
+                });
+            }
+            let live = state
+                .records
+                .iter()
+                .filter(|r| {
+                    r.snapshot.owner_session == owner_session && !r.snapshot.status.is_terminal()
+                })
+                .count()
+                + state.reserved.get(&owner_session).copied().unwrap_or(0);
+            let limit = self.inner.config.max_concurrent_jobs_per_owner;
+            if live >= limit {
+                return Err(JobError::Capacity {
+                    owner: owner_session.as_deref().map_or_else(
+                        || String::from("the unowned pool"),
+                        |s| format!("session `{s}`"),
+                    ),
+                    limit,
+                });
+            }
+            *state.reserved.entry(owner_session.clone()).or_insert(0) += 1;
+        }
+        let started = catch_unwind(AssertUnwindSafe(run));
+        let mut state = lock(&self.inner.state);
+        if let Some(reserved) = state.reserved.get_mut(&owner_session) {
+            *reserved = reserved.saturating_sub(1);
+        }
+        let hooks = match started {
+            Ok(Ok(hooks)) => hooks,
+            Ok(Err(error)) => return Err(JobError::Run(error.to_string())),
+            Err(payload) => {
+                return Err(JobError::Run(format!(
+                    "the producer panicked: {}",
+                    panic_message(payload.as_ref())
+                )));
+            }
+        };
+        if state.torn_down {
+            // Teardown began while the producer was starting: stop the work at once.
+            drop(state);
+            let cancel = hooks.cancel;
+            let _ = catch_unwind(AssertUnwindSafe(|| cancel("jobs runtime torn down")));
+            runtime.spawn(hooks.done);
+            return Err(JobError::TornDown);
+        }
+        let counter = state.counters.entry(kind.clone()).or_insert(0);
+        *counter += 1;
+        let id = JobId(format!("{kind}-{counter}"));
+        let (settled, _) = watch::channel(false);
+        let snapshot = JobSnapshot {
+            id: id.clone(),
+            kind,
+            label,
+            status: JobStatus::Running,
+            detail: None,
+            started_at: now_ms(),
+            finished_at: None,
+            owner_session,
+            reported: false,
+            output_limit_bytes,
+        };
+        state.records.push(Record {
+            snapshot: snapshot.clone(),
+            owner,
+            cancel: hooks.cancel,
+            reader: hooks.reader,
+            final_output: None,
+            settled,
+            waiters: 0,
+        });
+        drop(state);
+
+        let inner = Arc::clone(&self.inner);
+        let settle_id = id.clone();
+        let done = hooks.done;
+        runtime.spawn(async move {
+            let outcome = match AssertUnwindSafe(done).catch_unwind().await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(error)) => {
+                    JobOutcome::new(JobEnd::Failed).with_detail(format!("producer error: {error}"))
+                }
+                Err(payload) => JobOutcome::new(JobEnd::Failed).with_detail(format!(
+                    "producer panicked: {}",
+                    panic_message(payload.as_ref())
+                )),
+            };
+            inner.settle(&settle_id, outcome);
+        });
+        self.inner.changed(&snapshot);
+        tracing::debug!(job = %id, "job started");
+        Ok(id)
+    }
+
+    /// The jobs visible to `caller` (a session id; `None` sees only unowned jobs), in
+    /// registration order.
+    pub fn list(&self, caller: Option<&str>) -> Vec<JobSnapshot> {
+        lock(&self.inner.state)
+            .records
+            .iter()
+            .filter(|r| visible(r, caller))
+            .map(|r| r.snapshot.clone())
+            .collect()
+    }
+
+    /// A snapshot, without consuming output or marking anything reported.
+    pub fn get(&self, id: &str, caller: Option<&str>) -> Result<JobSnapshot, JobError> {
+        let state = lock(&self.inner.state);
+        find(&state, id, caller).map(|r| r.snapshot.clone())
+    }
+
+    /// Reads output: the delta since the previous read for stream jobs, the final output for
+    /// settled final-output jobs. A read that sees the job settled marks it reported (no
+    /// notice follows). The text is bounded by the job's `output_limit_bytes`, keeping its end.
+    pub fn read(&self, id: &str, caller: Option<&str>) -> Result<JobRead, JobError> {
+        let (reader, settled_before, final_output) = {
+            let state = lock(&self.inner.state);
+            let record = find(&state, id, caller)?;
+            (
+                record.reader.clone(),
+                record.snapshot.status.is_terminal(),
+                record.final_output.clone(),
+            )
+        };
+        let text = match reader {
+            // Producer code runs outside the state lock.
+            Some(reader) => {
+                let mut read = lock(&reader);
+                match catch_unwind(AssertUnwindSafe(|| (*read)())) {
+                    Ok(text) => text,
+                    Err(payload) => format!(
+                        "[reading output failed: {}]",
+                        panic_message(payload.as_ref())
+                    ),
+                }
+            }
+            None if settled_before => final_output.unwrap_or_default(),
+            None => String::new(),
+        };
+        let mut state = lock(&self.inner.state);
+        let record = find_mut(&mut state, id, caller)?;
+        if settled_before {
+            record.snapshot.reported = true;
+        }
+        let text = match record.snapshot.output_limit_bytes {
+            Some(limit) => bound_keeping_tail(&text, limit),
+            None => text,
+        };
+        Ok(JobRead {
+            text,
+            snapshot: record.snapshot.clone(),
+        })
+    }
+
+    /// Requests cancellation: the job becomes `stopping` and reported (the caller will see its
+    /// end, so no notice follows); the producer settles it. A producer that has not settled
+    /// within the configured grace is force-failed. Killing a settled job marks it reported
+    /// and says so. Must be called within a tokio runtime.
+    pub fn kill(
+        &self,
+        id: &str,
+        caller: Option<&str>,
+        reason: &str,
+    ) -> Result<KillOutcome, JobError> {
+        let cancel = {
+            let mut state = lock(&self.inner.state);
+            let record = find_mut(&mut state, id, caller)?;
+            if record.snapshot.status.is_terminal() {
+                record.snapshot.reported = true;
+                return Ok(KillOutcome::AlreadyFinished);
+            }
+            Arc::clone(&record.cancel)
+        };
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cancel(reason))) {
+            return Err(JobError::Cancel {
+                id: id.to_owned(),
+                message: panic_message(payload.as_ref()),
+            });
+        }
+        let (changed, mut settled) = {
+            let mut state = lock(&self.inner.state);
+            let record = find_mut(&mut state, id, caller)?;
+            record.snapshot.reported = true;
+            let changed = (record.snapshot.status == JobStatus::Running).then(|| {
+                record.snapshot.status = JobStatus::Stopping;
+                record.snapshot.clone()
+            });
+            (changed, record.settled.subscribe())
+        };
+        if let Some(snapshot) = changed {
+            self.inner.changed(&snapshot);
+        }
+        // A producer that never confirms must not leave the job `stopping` forever.
+        let inner = Arc::clone(&self.inner);
+        let grace = inner.config.teardown_grace;
+        let job = JobId(id.to_owned());
+        tokio::spawn(async move {
+            if tokio::time::timeout(grace, settled.wait_for(|done| *done))
+                .await
+                .is_err()
+            {
+                tracing::warn!(job = %job, "job did not stop within {grace:?} of a kill; its record is force-failed");
+                inner.settle(
+                    &job,
+                    JobOutcome::new(JobEnd::Failed).with_detail(format!(
+                        "did not stop within {}ms of being killed",
+                        grace.as_millis()
+                    )),
+                );
+            }
+        });
+        Ok(KillOutcome::Requested)
+    }
+
+    /// Waits for the job to settle, at most `timeout`, without cancelling it. Returns the
+    /// snapshot at settlement (marking it reported) or at the timeout. Cancelling `signal`
+    /// ends the wait with an error while the job is still live.
+    pub async fn wait(
+        &self,
+        id: &str,
+        timeout: Duration,
+        caller: Option<&str>,
+        signal: &CancellationToken,
+    ) -> Result<JobSnapshot, JobError> {
+        let mut settled = {
+            let mut state = lock(&self.inner.state);
+            let record = find_mut(&mut state, id, caller)?;
+            if record.snapshot.status.is_terminal() {
+                record.snapshot.reported = true;
+                return Ok(record.snapshot.clone());
+            }
+            record.waiters += 1;
+            record.settled.subscribe()
+        };
+        let cancelled = tokio::select! {
+            _ = settled.wait_for(|done| *done) => false,
+            () = tokio::time::sleep(timeout) => false,
+            () = signal.cancelled() => true,
+        };
+        let mut state = lock(&self.inner.state);
+        let record = find_mut(&mut state, id, caller)?;
+        record.waiters -= 1;
+        if record.snapshot.status.is_terminal() {
+            record.snapshot.reported = true;
+            return Ok(record.snapshot.clone());
+        }
+        if cancelled {
+            return Err(JobError::WaitCancelled { id: id.to_owned() });
+        }
+        Ok(record.snapshot.clone())
+    }
+
+    /// Listens to settlements: each terminal snapshot once, with its owner. Failures are
+    /// contained. Disposing the returned handle removes the listener.
+    pub fn on_done(
+        &self,
+        listener: impl Fn(&JobSnapshot, Option<&AgentRef>) + Send + Sync + 'static,
+    ) -> Disposer {
+        let id = self.inner.next_listener.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.done_listeners).push((id, Arc::new(listener)));
+        let inner = Arc::downgrade(&self.inner);
+        Disposer::new(move || {
+            if let Some(inner) = inner.upgrade() {
+                lock(&inner.done_listeners).retain(|(owner, _)| *owner != id);
+            }
+        })
+    }
+
+    /// Listens to every change: start, stopping, settlement. Failures are contained.
+    pub fn on_changed(&self, listener: impl Fn(&JobSnapshot) + Send + Sync + 'static) -> Disposer {
+        let id = self.inner.next_listener.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inner.changed_listeners).push((id, Arc::new(listener)));
+        let inner = Arc::downgrade(&self.inner);
+        Disposer::new(move || {
+            if let Some(inner) = inner.upgrade() {
+                lock(&inner.changed_listeners).retain(|(owner, _)| *owner != id);
+            }
+        })
+    }
+
+    /// Owner disposal: cancels the live jobs of `session`, marks them reported (their reader is
+    /// gone) and waits for them to settle, force-failing any that outlive the grace.
+    pub async fn dispose_owner(&self, session: &str) {
+        self.cancel_and_await(
+            |r| r.snapshot.owner_session.as_deref() == Some(session),
+            "owner disposed",
+        )
+        .await;
+    }
+
+    /// Service teardown: refuses new jobs, cancels every live job, marks all records reported
+    /// and waits for them to settle, force-failing any that outlive the grace.
+    pub async fn teardown(&self) {
+        lock(&self.inner.state).torn_down = true;
+        self.cancel_and_await(|_| true, "jobs runtime torn down")
+            .await;
+        let mut state = lock(&self.inner.state);
+        for record in &mut state.records {
+            record.snapshot.reported = true;
+        }
+    }
+
+    async fn cancel_and_await(&self, select: impl Fn(&Record) -> bool, reason: &str) {
+        let targets: Vec<(JobId, CancelFn, watch::Receiver<bool>)> = {
+            let mut state = lock(&self.inner.state);
+            state
+                .records
+                .iter_mut()
+                .filter(|r| select(r) && !r.snapshot.status.is_terminal())
+                .map(|r| {
+                    r.snapshot.reported = true;
+                    (
+                        r.snapshot.id.clone(),
+                        Arc::clone(&r.cancel),
+                        r.settled.subscribe(),
+                    )
+                })
+                .collect()
+        };
+        for (id, cancel, _) in &targets {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cancel(reason))) {
+                tracing::warn!(job = %id, "cancel panicked during teardown: {}", panic_message(payload.as_ref()));
+            }
+        }
+        let grace = self.inner.config.teardown_grace;
+        let waits = targets.into_iter().map(|(id, _, mut settled)| async move {
+            let stopped = tokio::time::timeout(grace, settled.wait_for(|done| *done)).await;
+            (id, stopped.is_ok())
+        });
+        for (id, stopped) in futures::future::join_all(waits).await {
+            if !stopped {
+                tracing::warn!(job = %id, "job did not stop within {grace:?}; its record is force-failed");
+                self.inner.settle(
+                    &id,
+                    JobOutcome::new(JobEnd::Failed).with_detail(format!(
+                        "did not stop within {}ms of being cancelled ({reason})",
+                        grace.as_millis()
+                    )),
+                );
+            }
+        }
+    }
+}
+
+fn find<'a>(state: &'a State, id: &str, caller: Option<&str>) -> Result<&'a Record, JobError> {
+    state
+        .records
+        .iter()
+        .find(|r| r.snapshot.id.as_str() == id && visible(r, caller))
+        .ok_or_else(|| JobError::NotFound { id: id.to_owned() })
+}
+
+fn find_mut<'a>(
+    state: &'a mut State,
+    id: &str,
+    caller: Option<&str>,
+) -> Result<&'a mut Record, JobError> {
+    state
+        .records
+        .iter_mut()
+        .find(|r| r.snapshot.id.as_str() == id && visible(r, caller))
+        .ok_or_else(|| JobError::NotFound { id: id.to_owned() })
+}
+
+impl Inner {
+    /// Records a terminal outcome, first wins. Then, in order: waiters, change listeners, done
+    /// listeners, and last the completion notice.
+    fn settle(&self, id: &JobId, outcome: JobOutcome) {
+        let (snapshot, owner) = {
+            let mut state = lock(&self.state);
+            let Some(record) = state.records.iter_mut().find(|r| &r.snapshot.id == id) else {
+                return;
+            };
+            if record.snapshot.status.is_terminal() {
+                tracing::debug!(job = %id, ?outcome, "late producer outcome ignored");
+                return;
+            }
+            record.snapshot.status = outcome.status.into();
+            record.snapshot.detail = outcome.detail;
+            record.snapshot.finished_at = Some(now_ms());
+            record.final_output = outcome.output;
+            if record.waiters > 0 {
+                record.snapshot.reported = true;
+            }
+            record.settled.send_replace(true);
+            (record.snapshot.clone(), record.owner.clone())
+        };
+        tracing::debug!(job = %id, status = %snapshot.status, "job settled");
+        self.changed(&snapshot);
+        let listeners: Vec<DoneListener> = lock(&self.done_listeners)
+            .iter()
+            .map(|(_, l)| Arc::clone(l))
+            .collect();
+        for listener in listeners {
+            if let Err(payload) =
+                catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref())))
+            {
+                tracing::warn!(job = %id, "a job-done listener panicked: {}", panic_message(payload.as_ref()));
+            }
+        }
+        if let Some(owner) = owner {
+            self.report(id, &owner);
+        }
+    }
+
+    fn changed(&self, snapshot: &JobSnapshot) {
+        let listeners: Vec<ChangedListener> = lock(&self.changed_listeners)
+            .iter()
+            .map(|(_, l)| Arc::clone(l))
+            .collect();
+        for listener in listeners {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(snapshot))) {
+                tracing::warn!(job = %snapshot.id, "a job-changed listener panicked: {}", panic_message(payload.as_ref()));
+            }
+        }
+    }
+
+    /// Delivers the completion notice unless the end was already reported. Claiming the
+    /// `reported` flag under the lock makes delivery at most once per job.
+    fn report(&self, id: &JobId, owner: &AgentRef) {
+        let snapshot = {
+            let mut state = lock(&self.state);
+            let Some(record) = state.records.iter_mut().find(|r| &r.snapshot.id == id) else {
+                return;
+            };
+            if record.snapshot.reported {
+                return;
+            }
+            record.snapshot.reported = true;
+            record.snapshot.clone()
+        };
+        let notice =
+            InjectedContext::from_plugin(snapshot.kind.clone(), completion_notice(&snapshot));
+        if let Err(gone) = owner.inject(notice) {
+            tracing::debug!(job = %id, "completion notice dropped: {gone}");
+            return;
+        }
+        if let NoticeDelivery::Wakeup {
+            max_consecutive_wakes,
+        } = self.config.delivery
+        {
+            let Some(opener) = lock(&self.opener).clone() else {
+                return;
+            };
+            let session = owner.session_id().to_owned();
+            let mut wakes = lock(&self.wakes);
+            let spent = wakes.entry(session).or_insert(0);
+            if *spent < max_consecutive_wakes {
+                // The opener runs under the budget lock so two notices cannot both spend the
+                // last wake.
+                match catch_unwind(AssertUnwindSafe(|| opener.open_turn(owner))) {
+                    Ok(true) => *spent += 1,
+                    Ok(false) => {}
+                    Err(payload) => tracing::warn!(
+                        "the turn opener panicked: {}",
+                        panic_message(payload.as_ref())
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// The completion notice: `background job bash-1 (bash: npm test) finished [status:
+/// completed, exit code: 1]. Read its output with job_output.`, bounded by the job's
+/// `output_limit_bytes` (the label goes first, then the text is cut on a character boundary).
+pub fn completion_notice(snapshot: &JobSnapshot) -> String {
+    let full = format!(
+        "background job {} ({}: {}) finished {}. Read its output with job_output.",
+        snapshot.id,
+        snapshot.kind,
+        snapshot.label,
+        snapshot.status_line()
+    );
+    let Some(limit) = snapshot.output_limit_bytes else {
+        return full;
+    };
+    if full.len() <= limit {
+        return full;
+    }
+    let short = format!(
+        "background job {} finished {}. Read its output with job_output.",
+        snapshot.id,
+        snapshot.status_line()
+    );
+    if short.len() <= limit {
+        return short;
+    }
+    head_bytes(&short, limit).to_owned()
+}
