@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Where an injected context comes from (`{"kind": "plugin", "plugin": "bash"}` on the wire).
@@ -69,6 +70,11 @@ pub trait AgentHandle: Send + Sync + fmt::Debug {
 
     /// Whether the agent is still alive (not disposed).
     fn is_alive(&self) -> bool;
+
+    /// The session's working directory, against which tools resolve relative paths.
+    fn cwd(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// A shared agent handle, as carried by executions and jobs.

@@ -556,7 +556,10 @@ fn schemas_are_deterministic_and_carry_only_model_fields() {
 #[test]
 fn strict_projection_closes_objects_and_requires_everything() {
     let schema = ValueSchema::for_type::<EditArgs>().unwrap();
-    insta::assert_json_snapshot!("strict_edit_args", schema.to_strict_json());
+    insta::assert_snapshot!(
+        "strict_edit_args",
+        serde_json::to_string_pretty(&schema.to_strict_json()).unwrap()
+    );
     let builder = ValueSchema::open_object()
         .required("command", ValueSchema::string().description("What to run."))
         .property("timeout_ms", ValueSchema::integer())
@@ -565,7 +568,10 @@ fn strict_projection_closes_objects_and_requires_everything() {
             "inner",
             ValueSchema::open_object().property("x", ValueSchema::boolean()),
         );
-    insta::assert_json_snapshot!("strict_builder", builder.to_strict_json());
+    insta::assert_snapshot!(
+        "strict_builder",
+        serde_json::to_string_pretty(&builder.to_strict_json()).unwrap()
+    );
 }
 
 // ----- Observability ------------------------------------------------------------------------

@@ -428,7 +428,10 @@ mod tests {
     #[test]
     fn rust_types_normalise_into_the_subset() {
         let schema = ValueSchema::for_type::<Args>().unwrap();
-        insta::assert_json_snapshot!("normalised_args", schema.to_json());
+        insta::assert_snapshot!(
+            "normalised_args",
+            serde_json::to_string_pretty(&schema.to_json()).unwrap()
+        );
     }
 
     #[allow(dead_code)]

@@ -1,0 +1,209 @@
+//! Session events: every observable step of a session, as broadcast to subscribers and as
+//! written to the JSONL session log.
+
+use dsh_tools::jobs::JobStatus;
+use dsh_tools::{ContentBlock, ContextSource, InjectedContext, ToolFailure};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::SystemTime;
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEndReason {
+    /// The model answered without tool calls.
+    Completed,
+    /// A tool result concluded the turn.
+    Concluded,
+    /// The step limit was reached.
+    MaxSteps,
+    /// The turn was cancelled.
+    Cancelled,
+    /// The model adapter failed.
+    Error,
+}
+
+impl TurnEndReason {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEndReason::Completed => "completed",
+            TurnEndReason::Concluded => "concluded",
+            TurnEndReason::MaxSteps => "max_steps",
+            TurnEndReason::Cancelled => "cancelled",
+            TurnEndReason::Error => "error",
+        }
+    }
+}
+
+/// A tool call as recorded on `assistant/message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedToolCall {
+    /// The call id.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// The raw argument text.
+    pub arguments: String,
+}
+
+/// One observable step of a session. The wire form is tagged by `type`, fields in camelCase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all_fields = "camelCase")]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// The session began.
+    #[serde(rename = "session/start")]
+    SessionStart {
+        /// The session id.
+        session_id: String,
+        /// The working directory.
+        cwd: String,
+        /// The names of the tools visible to the agent.
+        tools: Vec<String>,
+    },
+    /// Real user input.
+    #[serde(rename = "user/message")]
+    UserMessage {
+        /// The text.
+        content: String,
+    },
+    /// A request to the model.
+    #[serde(rename = "model/request")]
+    ModelRequest {
+        /// The step of the turn (1-based).
+        step: u32,
+        /// The names of the tools sent.
+        tools: Vec<String>,
+        /// The contexts drained into this request.
+        injected: Vec<InjectedContext>,
+    },
+    /// The model's answer.
+    #[serde(rename = "assistant/message")]
+    AssistantMessage {
+        /// The visible text.
+        text: String,
+        /// The reasoning text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
+        /// The tool calls, arguments as raw text.
+        tool_calls: Vec<RecordedToolCall>,
+    },
+    /// A tool call about to run.
+    #[serde(rename = "tool/call")]
+    ToolCall {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// The parsed arguments, or the raw string when they were not JSON.
+        arguments: Value,
+    },
+    /// A tool call's durable result.
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// Whether it failed.
+        is_error: bool,
+        /// The model-visible content.
+        content: Vec<ContentBlock>,
+        /// The failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ToolFailure>,
+        /// Replayable presentation facts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        meta: Option<Value>,
+    },
+    /// Context entered the agent's inbox (it rides the next model request).
+    #[serde(rename = "context/inject")]
+    ContextInject {
+        /// Who injected it.
+        source: ContextSource,
+        /// The text.
+        content: String,
+    },
+    /// A job owned by the agent settled.
+    #[serde(rename = "job/end")]
+    JobEnd {
+        /// The job.
+        job_id: String,
+        /// Its terminal status.
+        status: JobStatus,
+        /// Its detail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
+    /// A turn ended.
+    #[serde(rename = "turn/end")]
+    TurnEnd {
+        /// Why.
+        reason: TurnEndReason,
+        /// How many model requests it made.
+        steps: u32,
+    },
+    /// Something failed outside a tool call (the model adapter, the loop).
+    #[serde(rename = "error")]
+    Error {
+        /// What went wrong.
+        message: String,
+        /// A machine-readable code.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+}
+
+impl SessionEvent {
+    /// The wire `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionEvent::SessionStart { .. } => "session/start",
+            SessionEvent::UserMessage { .. } => "user/message",
+            SessionEvent::ModelRequest { .. } => "model/request",
+            SessionEvent::AssistantMessage { .. } => "assistant/message",
+            SessionEvent::ToolCall { .. } => "tool/call",
+            SessionEvent::ToolResult { .. } => "tool/result",
+            SessionEvent::ContextInject { .. } => "context/inject",
+            SessionEvent::JobEnd { .. } => "job/end",
+            SessionEvent::TurnEnd { .. } => "turn/end",
+            SessionEvent::Error { .. } => "error",
+        }
+    }
+}
+
+/// One line of the session log: `{"seq": n, "ts": "<RFC 3339>", "type": …, …fields}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EventRecord {
+    /// Position in the session, from 1.
+    pub seq: u64,
+    /// When it happened (RFC 3339, UTC, milliseconds).
+    pub ts: String,
+    /// The event.
+    #[serde(flatten)]
+    pub event: SessionEvent,
+}
+
+impl EventRecord {
+    pub(crate) fn now(seq: u64, event: SessionEvent) -> EventRecord {
+        EventRecord {
+            seq,
+            ts: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            event,
+        }
+    }
+
+    /// The JSON line (without the newline).
+    pub fn to_json_line(&self) -> String {
+        // Serialising plain data with string keys cannot fail; an empty object keeps the log
+        // line-shaped even if it somehow did.
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+
+    /// Parses one log line (tolerant of number spellings; see `dsh_tools::json`).
+    pub fn from_json_line(line: &str) -> Result<EventRecord, serde_json::Error> {
+        dsh_tools::json::from_str(line)
+    }
+}

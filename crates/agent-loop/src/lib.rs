@@ -1,0 +1,62 @@
+//! The model loop for dsh-rs agents.
+//!
+//! `agent-loop` drives an [`Agent`] turn by turn against any [`ModelAdapter`]: it assembles
+//! requests (system prompt, the tool schemas the agent sees, history, and the inbox of injected
+//! contexts), assembles streamed responses (argument fragments joined per call index; reasoning
+//! kept and sent back), schedules tool calls through the [`dsh_tools::ToolRegistry`]
+//! (concurrency-safe calls overlap, everything else is a barrier, results land in call order),
+//! and records every step as a [`SessionEvent`] for subscribers and the JSONL session log. Logs
+//! replay into cards ([`replay_cards`]) and resume into a live agent ([`AgentBuilder::resume`]).
+//!
+//! Invariant: every tool call in the history has exactly one tool result, whatever fails or is
+//! cancelled, so the next request is always well-formed.
+//!
+//! It deliberately does not talk HTTP to a model provider (that is an adapter's job; the
+//! `mock-adapter` crate is the scripted one), render cards (`presenters`), or run shell
+//! commands (`tool-bash`).
+//!
+//! # Example
+//!
+//! ```
+//! use agent_loop::{Agent, ModelAdapter, ModelEvent, ModelRequest, ModelStream, TurnEndReason};
+//! use dsh_tools::ToolRegistry;
+//! use std::sync::Arc;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! /// A model that always says hello.
+//! struct Hello;
+//!
+//! impl ModelAdapter for Hello {
+//!     fn stream(&self, _request: ModelRequest, _signal: CancellationToken) -> ModelStream {
+//!         Box::pin(futures::stream::iter([Ok(ModelEvent::TextDelta("hello".into()))]))
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let agent = Agent::builder(ToolRegistry::new(), Arc::new(Hello)).build()?;
+//! let outcome = agent.run("hi").await?;
+//! assert_eq!(outcome.reason, TurnEndReason::Completed);
+//! assert_eq!(outcome.text, "hello");
+//! # Ok::<(), agent_loop::AgentError>(())
+//! # }).unwrap();
+//! ```
+
+#![deny(missing_docs)]
+
+mod agent;
+mod event;
+mod log;
+mod model;
+mod replay;
+
+pub use agent::{
+    Agent, AgentBuilder, AgentDirectory, AgentError, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_MAX_STEPS,
+    TurnOutcome,
+};
+pub use event::{EventRecord, RecordedToolCall, SessionEvent, TurnEndReason};
+pub use log::{SessionLog, SessionLogWriter, SkippedLine};
+pub use model::{
+    AssistantToolCall, FinishReason, Message, ModelAdapter, ModelError, ModelEvent, ModelRequest,
+    ModelStream, Usage,
+};
+pub use replay::{CallCards, CardTracker, replay_cards};

@@ -1,0 +1,123 @@
+//! Cards from session events, live or replayed: the same presenters over the same durable
+//! facts, so a replayed log shows exactly what a live UI showed.
+
+use crate::event::{EventRecord, SessionEvent};
+use dsh_tools::{ToolCallView, ToolRegistry, ToolResultRecord, ToolResultView};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The cards of one tool call: the pending card, and the completed one once its result is in.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallCards {
+    /// The call id.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// The pending card.
+    pub call: ToolCallView,
+    /// The completed card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<ToolResultView>,
+}
+
+/// Turns `tool/call` and `tool/result` events into cards through the registry's presenters
+/// (the generic fallback when a tool has none or is no longer registered). Feed it live events
+/// or a log; it never fails and never panics on odd input.
+#[derive(Debug)]
+pub struct CardTracker {
+    registry: ToolRegistry,
+    session: Option<String>,
+    cards: Vec<CallCards>,
+    arguments: HashMap<String, (usize, Value)>,
+}
+
+impl CardTracker {
+    /// A tracker over `registry`, presenting as the agent of `session` sees its tools (`None`
+    /// for the global view, the usual choice when replaying).
+    pub fn new(registry: ToolRegistry, session: Option<String>) -> CardTracker {
+        CardTracker {
+            registry,
+            session,
+            cards: Vec::new(),
+            arguments: HashMap::new(),
+        }
+    }
+
+    /// Feeds one event.
+    pub fn observe(&mut self, event: &SessionEvent) {
+        let session = self.session.as_deref();
+        match event {
+            SessionEvent::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let call = self.registry.present_call(name, arguments, session);
+                self.arguments
+                    .insert(call_id.clone(), (self.cards.len(), arguments.clone()));
+                self.cards.push(CallCards {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    call,
+                    result: None,
+                });
+            }
+            SessionEvent::ToolResult {
+                call_id,
+                name,
+                is_error,
+                content,
+                error,
+                meta,
+            } => {
+                let record = ToolResultRecord {
+                    content: content.clone(),
+                    is_error: *is_error,
+                    error: error.clone(),
+                    meta: meta.clone(),
+                };
+                match self.arguments.get(call_id) {
+                    Some((index, arguments)) => {
+                        let result = self
+                            .registry
+                            .present_result(name, arguments, &record, session);
+                        if let Some(cards) = self.cards.get_mut(*index) {
+                            cards.result = Some(result);
+                        }
+                    }
+                    None => {
+                        // A result without its call (a log cut at the front): the generic cards.
+                        self.cards.push(CallCards {
+                            call_id: call_id.clone(),
+                            name: name.clone(),
+                            call: ToolCallView::fallback(name, &Value::Null),
+                            result: Some(ToolResultView::fallback(&record)),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The cards so far, in call order.
+    pub fn cards(&self) -> &[CallCards] {
+        &self.cards
+    }
+
+    /// Consumes the tracker, returning its cards.
+    pub fn into_cards(self) -> Vec<CallCards> {
+        self.cards
+    }
+}
+
+/// Replays events into cards (see [`CardTracker`]).
+pub fn replay_cards(registry: &ToolRegistry, events: &[EventRecord]) -> Vec<CallCards> {
+    let mut tracker = CardTracker::new(registry.clone(), None);
+    for record in events {
+        tracker.observe(&record.event);
+    }
+    tracker.into_cards()
+}

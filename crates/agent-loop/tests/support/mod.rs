@@ -1,0 +1,107 @@
+//! Shared helpers for the agent-loop integration tests.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use agent_loop::{Agent, EventRecord, Message, SessionEvent};
+use dsh_tools::{ContentBlock, ExecContext, ToolDefinition, ToolOutput, ToolRegistry, ValueSchema};
+use mock_adapter::MockAdapter;
+use serde_json::{Value, json};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+/// Collects every event an agent emits.
+#[derive(Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<EventRecord>>>);
+
+impl Recorder {
+    pub fn events(&self) -> Vec<EventRecord> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn kinds(&self) -> Vec<&'static str> {
+        self.events().iter().map(|r| r.event.kind()).collect()
+    }
+
+    pub fn turn_ends(&self) -> Vec<SessionEvent> {
+        self.events()
+            .into_iter()
+            .filter(|r| matches!(r.event, SessionEvent::TurnEnd { .. }))
+            .map(|r| r.event)
+            .collect()
+    }
+}
+
+/// An agent over `registry` and `mock`, recording its events.
+pub fn agent(registry: &ToolRegistry, mock: &MockAdapter) -> (Agent, Recorder) {
+    let recorder = Recorder::default();
+    let sink = recorder.clone();
+    let agent = Agent::builder(registry.clone(), Arc::new(mock.clone()))
+        .session_id("s1")
+        .cwd("/work")
+        .system_prompt("You are a test agent.")
+        .subscriber(move |record| sink.0.lock().unwrap().push(record.clone()))
+        .build()
+        .unwrap();
+    (agent, recorder)
+}
+
+/// A raw tool whose body is `body(args, exec)`, returning any JSON, optionally
+/// concurrency-safe.
+pub fn tool<F, Fut>(name: &str, safe: bool, body: F) -> ToolDefinition
+where
+    F: Fn(Arc<Value>, ExecContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, dsh_tools::ToolError>> + Send + 'static,
+{
+    let mut builder = ToolDefinition::builder(name, format!("The {name} tool."))
+        .output(ToolOutput::new(ValueSchema::json(), |_, v| {
+            vec![ContentBlock::text(match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })]
+        }))
+        .execute(body);
+    if safe {
+        builder = builder.concurrency_safe(|_| true);
+    }
+    builder.build().unwrap()
+}
+
+/// The `echo` tool: returns its `text` argument.
+pub fn echo() -> ToolDefinition {
+    ToolDefinition::builder("echo", "Repeat the text back.")
+        .parameters(ValueSchema::closed_object().required("text", ValueSchema::string()))
+        .output(ToolOutput::new(ValueSchema::string(), |_, v| {
+            vec![ContentBlock::text(v.as_str().unwrap_or_default())]
+        }))
+        .execute(|args, _| async move { Ok(json!(args["text"].as_str().unwrap_or_default())) })
+        .build()
+        .unwrap()
+}
+
+/// Checks the pairing invariant on one request's messages: every assistant tool call is
+/// answered by exactly one tool message before the next assistant message, and no tool
+/// message answers an unknown call.
+pub fn assert_paired(messages: &[Message]) {
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                assert!(
+                    open.is_empty(),
+                    "unanswered calls {open:?} before the next assistant message"
+                );
+                open = tool_calls.iter().map(|c| c.call_id.clone()).collect();
+            }
+            Message::Tool { call_id, .. } => {
+                let position = open.iter().position(|c| c == call_id);
+                assert!(
+                    position.is_some(),
+                    "tool message for unknown or already answered call {call_id}"
+                );
+                open.remove(position.unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "unanswered calls at the end: {open:?}");
+}
