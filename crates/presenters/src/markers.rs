@@ -1,0 +1,243 @@
+//! The shell output markers: the one place their text is spelled, produced and parsed.
+//!
+//! The `bash` tool shows the model one text per foreground run, assembled by
+//! [`render_shell_output`]:
+//!
+//! 1. the stdout text;
+//! 2. when stderr is not empty, a line [`stderr_header`] followed by the stderr text;
+//! 3. [`no_output`] instead of both when neither stream has anything to show;
+//! 4. then, each on its own line and in this order: one [`truncated_marker`] per truncated
+//!    stream, the [`timed_out_marker`], and last the status marker ([`signal_marker`] or
+//!    [`exit_code_marker`]; nothing for exit code 0).
+//!
+//! [`parse_exit_status`] inverts the last step, so a card can show the exit status as a badge
+//! and the output without it. Everything else stays in the body: truncation and timeout lines
+//! are facts the reader of the output should see.
+
+/// Opens the exit-code marker; the code and [`MARKER_CLOSE`] follow.
+const EXIT_CODE_OPEN: &str = "[exit code: ";
+/// Opens the signal marker; the signal name and [`MARKER_CLOSE`] follow.
+const SIGNAL_OPEN: &str = "[killed by signal: ";
+/// Closes every marker.
+const MARKER_CLOSE: &str = "]";
+const STDERR_HEADER: &str = "[stderr]";
+const NO_OUTPUT: &str = "(no output)";
+const BACKGROUND_STARTED: &str = "started background job ";
+
+/// How a process ended: killed by a signal, or exited with a code.
+///
+/// Exactly one of the two is meaningful. When `signal` is set it wins and `exit_code` is
+/// ignored; with neither set the outcome is unknown and no status marker is written, because
+/// no marker may claim what nobody observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExitOutcome {
+    /// The exit code, when the process exited by itself.
+    pub exit_code: Option<i64>,
+    /// The terminating signal's name (`SIGKILL`), when the process was killed. A signal name is
+    /// one non-empty line.
+    pub signal: Option<String>,
+}
+
+impl ExitOutcome {
+    /// A process that exited with `code`.
+    pub fn exited(code: i64) -> ExitOutcome {
+        ExitOutcome {
+            exit_code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// A process killed by the signal named `signal` (`SIGKILL`).
+    pub fn killed(signal: impl Into<String>) -> ExitOutcome {
+        ExitOutcome {
+            exit_code: None,
+            signal: Some(signal.into()),
+        }
+    }
+}
+
+/// What [`parse_exit_status`] reads back from a shell tool's text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExitStatus {
+    /// The text without its final status marker line.
+    pub body: String,
+    /// The exit code: the marker's, or `0` when there is no status marker.
+    pub exit_code: Option<i64>,
+    /// The terminating signal, when the text ends with a signal marker.
+    pub signal: Option<String>,
+}
+
+/// One stream whose in-memory window lost bytes; the complete stream is in the spill file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Truncation {
+    /// The bytes shown in the text.
+    pub shown_bytes: u64,
+    /// The stream's total size in bytes.
+    pub total_bytes: u64,
+    /// Where the complete stream was saved, when it could be saved.
+    pub spill_path: Option<String>,
+}
+
+/// The line that opens the stderr section: `[stderr]`.
+pub fn stderr_header() -> &'static str {
+    STDERR_HEADER
+}
+
+/// The text shown when neither stream has output: `(no output)`.
+pub fn no_output() -> &'static str {
+    NO_OUTPUT
+}
+
+/// `[output truncated: <shown> of <total> bytes; full output: <path>]`, with `(unavailable)`
+/// as the path when the stream could not be saved.
+pub fn truncated_marker(shown_bytes: u64, total_bytes: u64, spill_path: Option<&str>) -> String {
+    let path = spill_path.unwrap_or("(unavailable)");
+    format!("[output truncated: {shown_bytes} of {total_bytes} bytes; full output: {path}]")
+}
+
+/// `[timed out after <N>ms]`.
+pub fn timed_out_marker(timeout_ms: u64) -> String {
+    format!("[timed out after {timeout_ms}ms]")
+}
+
+/// `[exit code: <N>]`.
+pub fn exit_code_marker(code: i64) -> String {
+    format!("{EXIT_CODE_OPEN}{code}{MARKER_CLOSE}")
+}
+
+/// `[killed by signal: <NAME>]`.
+pub fn signal_marker(signal: &str) -> String {
+    format!("{SIGNAL_OPEN}{signal}{MARKER_CLOSE}")
+}
+
+/// The final status marker of an outcome, or `None` for exit code 0 (and for an outcome with
+/// neither a code nor a signal).
+pub fn status_marker(outcome: &ExitOutcome) -> Option<String> {
+    match (&outcome.signal, outcome.exit_code) {
+        (Some(signal), _) => Some(signal_marker(signal)),
+        (None, Some(0) | None) => None,
+        (None, Some(code)) => Some(exit_code_marker(code)),
+    }
+}
+
+/// The model text of a background start: `started background job <id>`.
+pub fn background_started(job_id: &str) -> String {
+    format!("{BACKGROUND_STARTED}{job_id}")
+}
+
+/// Whether a text is a background-start acknowledgement ([`background_started`]).
+pub fn is_background_started(text: &str) -> bool {
+    text.starts_with(BACKGROUND_STARTED)
+}
+
+/// Appends the outcome's status marker to `body`, on its own line.
+///
+/// A non-empty body is always separated from the marker by exactly one `"\n"`, even when it
+/// already ends with one, so [`parse_exit_status`] gives back the body byte for byte. Exit code
+/// 0 appends nothing.
+pub fn render_markers(body: &str, outcome: &ExitOutcome) -> String {
+    match status_marker(outcome) {
+        None => body.to_owned(),
+        Some(marker) if body.is_empty() => marker,
+        Some(marker) => format!("{body}\n{marker}"),
+    }
+}
+
+/// Assembles the whole model-facing text of a foreground run (see the module docs for the
+/// order).
+///
+/// A stream counts as output when something is left after dropping one trailing newline, and
+/// that one newline is dropped before the next line is joined on, so the usual `"…\n"` of a
+/// command does not leave an empty line before the markers.
+pub fn render_shell_output(
+    stdout: &str,
+    stderr: &str,
+    truncations: &[Truncation],
+    timed_out_ms: Option<u64>,
+    outcome: &ExitOutcome,
+) -> String {
+    let stdout = without_final_newline(stdout);
+    let stderr = without_final_newline(stderr);
+    let mut lines: Vec<String> = Vec::new();
+    if !stdout.is_empty() {
+        lines.push(stdout.to_owned());
+    }
+    if !stderr.is_empty() {
+        lines.push(format!("{STDERR_HEADER}\n{stderr}"));
+    }
+    if lines.is_empty() {
+        lines.push(NO_OUTPUT.to_owned());
+    }
+    lines.extend(
+        truncations
+            .iter()
+            .map(|t| truncated_marker(t.shown_bytes, t.total_bytes, t.spill_path.as_deref())),
+    );
+    lines.extend(timed_out_ms.map(timed_out_marker));
+    render_markers(&lines.join("\n"), outcome)
+}
+
+/// Splits a shell tool's text into its body and its exit status: the inverse of
+/// [`render_markers`].
+///
+/// Only the last line is examined, and only a line exactly as the renderer writes it counts
+/// (`[exit code: N]` with a non-zero, canonically written integer, or `[killed by signal: NAME]`
+/// with a non-empty name). Without one the exit code is 0 and the body is the whole text.
+///
+/// Known limitation: exit code 0 writes no marker, so a successful run whose own output ends
+/// with a line that is itself a status marker reads back as that status, one line shorter.
+/// Nothing in the text can tell the two apart; a host that needs certainty reads the exit
+/// status from the result's presentation meta instead.
+pub fn parse_exit_status(text: &str) -> ExitStatus {
+    let (body, last) = match text.rfind('\n') {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => ("", text),
+    };
+    match parse_status_marker(last) {
+        Some(outcome) => ExitStatus {
+            body: body.to_owned(),
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+        },
+        None => ExitStatus {
+            body: text.to_owned(),
+            exit_code: Some(0),
+            signal: None,
+        },
+    }
+}
+
+/// Reads one line as a status marker, accepting exactly what [`status_marker`] writes.
+pub fn parse_status_marker(line: &str) -> Option<ExitOutcome> {
+    if let Some(code) = enclosed(line, EXIT_CODE_OPEN) {
+        let parsed = code.parse::<i64>().ok()?;
+        // Only the spelling the renderer produces counts: not `+1`, `01` or `0`.
+        return (parsed != 0 && parsed.to_string() == code).then(|| ExitOutcome::exited(parsed));
+    }
+    let signal = enclosed(line, SIGNAL_OPEN)?;
+    (!signal.is_empty() && !signal.contains('\n')).then(|| ExitOutcome::killed(signal))
+}
+
+fn enclosed<'a>(line: &'a str, open: &str) -> Option<&'a str> {
+    line.strip_prefix(open)?.strip_suffix(MARKER_CLOSE)
+}
+
+fn without_final_newline(text: &str) -> &str {
+    text.strip_suffix('\n').unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_spelled_as_documented() {
+        assert_eq!(exit_code_marker(-3), "[exit code: -3]");
+        assert_eq!(signal_marker("SIGKILL"), "[killed by signal: SIGKILL]");
+        assert_eq!(
+            truncated_marker(10, 20, Some("/tmp/x")),
+            "[output truncated: 10 of 20 bytes; full output: /tmp/x]"
+        );
+        assert_eq!(timed_out_marker(5), "[timed out after 5ms]");
+    }
+}

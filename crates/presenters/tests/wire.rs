@@ -1,0 +1,110 @@
+//! Every card variant in the wire form of spec 05 §5.1: tagged by `"card"`, camelCase, checked
+//! against hand-written JSON fixtures in both directions.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use dsh_tools::json::values_equal;
+use pretty_assertions::assert_eq;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use support::{call_fixtures, fixture_json, fixtures_dir, result_fixtures};
+
+/// The fixture decodes to `expected`, and `expected` encodes back to the fixture exactly (no
+/// field renamed, dropped or added).
+fn check<T>(name: &str, expected: &T)
+where
+    T: Serialize + DeserializeOwned + PartialEq + Debug,
+{
+    let json = fixture_json(name);
+    let decoded: T = dsh_tools::json::from_value(&json)
+        .unwrap_or_else(|e| panic!("{name}: the fixture does not decode: {e}"));
+    assert_eq!(&decoded, expected, "{name}: decoded value");
+    let encoded = serde_json::to_value(expected).unwrap();
+    assert!(
+        values_equal(&encoded, &json),
+        "{name}: encoded form differs from the fixture\nencoded: {encoded:#}\nfixture: {json:#}"
+    );
+}
+
+#[test]
+fn call_cards_match_their_fixtures() {
+    for (name, card) in call_fixtures() {
+        check(name, &card);
+    }
+}
+
+#[test]
+fn result_cards_match_their_fixtures() {
+    for (name, card) in result_fixtures() {
+        check(name, &card);
+    }
+}
+
+#[test]
+fn every_card_variant_has_a_fixture() {
+    let tags: BTreeSet<String> = call_fixtures()
+        .iter()
+        .map(|(_, card)| format!("call:{}", tag(card)))
+        .chain(
+            result_fixtures()
+                .iter()
+                .map(|(_, card)| format!("result:{}", tag(card))),
+        )
+        .collect();
+    let expected: BTreeSet<String> = [
+        "call:generic",
+        "call:terminal",
+        "call:diff",
+        "result:generic",
+        "result:terminal",
+        "result:diff",
+        "result:search/matches",
+        "result:search/paths",
+        "result:read",
+        "result:web/search",
+        "result:web/fetch",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(tags, expected);
+}
+
+#[test]
+fn every_fixture_file_is_checked() {
+    let on_disk: BTreeSet<String> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let checked: BTreeSet<String> = call_fixtures()
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(result_fixtures().iter().map(|(name, _)| *name))
+        .map(|name| format!("{name}.json"))
+        .collect();
+    assert_eq!(on_disk, checked);
+}
+
+#[test]
+fn unknown_card_tags_are_rejected() {
+    let unknown = serde_json::json!({"card": "hologram", "title": "x"});
+    assert!(dsh_tools::json::from_value::<dsh_tools::ToolCallView>(&unknown).is_err());
+    assert!(dsh_tools::json::from_value::<dsh_tools::ToolResultView>(&unknown).is_err());
+}
+
+/// The card tag, with the nested shape or kind tag where there is one.
+fn tag(card: &impl Serialize) -> String {
+    let json = serde_json::to_value(card).unwrap();
+    let card = json["card"].as_str().unwrap().to_owned();
+    match json
+        .get("shape")
+        .or_else(|| json.get("kind").filter(|_| card == "web"))
+    {
+        Some(inner) => format!("{card}/{}", inner.as_str().unwrap()),
+        None => card,
+    }
+}
