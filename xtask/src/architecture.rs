@@ -10,8 +10,10 @@ mod tests {
     /// dependencies; dev-dependencies are free). A new library must be added here.
     const ALLOWED: &[(&str, &[&str])] = &[
         ("dsh-tools", &[]),
+        ("presenters", &["dsh-tools"]),
         ("agent-loop", &["dsh-tools"]),
         ("mock-adapter", &["agent-loop", "dsh-tools"]),
+        ("tool-bash", &["dsh-tools", "presenters"]),
     ];
 
     /// Crates exempt from the layering: tools and examples may use anything.

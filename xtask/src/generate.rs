@@ -1,7 +1,10 @@
 //! The generators behind the docs' `BEGIN GENERATED` regions: each renders one region's
 //! content from the code, so the docs cannot drift from it.
 
+use dsh_tools::jobs::JobRuntime;
 use dsh_tools::{FailureCode, ToolRegistry};
+use std::sync::Arc;
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
 /// A region generator: its name and a function producing the region's content.
 pub(crate) struct Generator {
@@ -21,9 +24,21 @@ pub(crate) const GENERATORS: &[Generator] = &[
     },
 ];
 
-/// The registry of the tools this workspace ships, as a model sees them.
+/// The registry of the tools this workspace ships, as a model sees them: `bash` with
+/// background jobs enabled, and the job-control tools.
 pub(crate) fn builtin_registry() -> ToolRegistry {
-    ToolRegistry::new()
+    let registry = ToolRegistry::new();
+    let jobs = JobRuntime::default();
+    let bash = BashPlugin::new(Arc::new(LocalExecutor::default())).with_jobs(jobs.clone());
+    // Loading these plugins only registers definitions; a failure here is a bug in a built-in
+    // tool, which the drift check must report loudly rather than render an empty catalog.
+    if let Err(error) = registry.global_scope().load(bash) {
+        panic!("the bash plugin failed to load: {error}");
+    }
+    if let Err(error) = registry.global_scope().load(JobToolsPlugin::new(jobs)) {
+        panic!("the job tools failed to load: {error}");
+    }
+    registry
 }
 
 /// The closed set of failure codes, one line each.

@@ -1,12 +1,14 @@
 //! Workspace automation: `cargo xtask <command>`.
 //!
 //! - `drift-check [--bless]`: the generated regions of the docs agree with the code.
+//! - `snapshots --references FILE`: every committed insta snapshot is used by a test.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod architecture;
 mod drift;
 mod generate;
+mod snapshots;
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,25 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("snapshots") => {
+            let file = match (args.get(1).map(String::as_str), args.get(2)) {
+                (Some("--references"), Some(file)) => file,
+                _ => bail!("usage: cargo xtask snapshots --references FILE\n\n{USAGE}"),
+            };
+            let references = read(Path::new(file))?;
+            let orphans = snapshots::unreferenced(&root, &references)?;
+            if orphans.is_empty() {
+                println!("snapshots: every committed snapshot is referenced by a test");
+                return Ok(());
+            }
+            for orphan in &orphans {
+                println!("unreferenced snapshot: {}", orphan.display());
+            }
+            bail!(
+                "{} snapshot file(s) are not used by any test: delete them, or restore the assertion that used them",
+                orphans.len()
+            );
+        }
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -45,7 +66,9 @@ fn main() -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  drift-check [--bless]   check (or rewrite) the generated regions of the docs";
+  drift-check [--bless]          check (or rewrite) the generated regions of the docs
+  snapshots --references FILE    fail on committed snapshots no test used (run the tests with
+                                 INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)";
 
 /// The workspace root: the parent of this crate's directory.
 pub(crate) fn workspace_root() -> PathBuf {

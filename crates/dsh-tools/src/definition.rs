@@ -71,12 +71,12 @@ impl ToolOutput {
     }
 
     /// Adds the replayable presentation projection (computed for top-level calls only and
-    /// persisted on `tool/result`).
+    /// persisted on `tool/result`); `None` records no meta for that value.
     pub fn with_presentation_meta(
         mut self,
-        meta: impl Fn(&Value, &Value) -> Value + Send + Sync + 'static,
+        meta: impl Fn(&Value, &Value) -> Option<Value> + Send + Sync + 'static,
     ) -> ToolOutput {
-        self.presentation_meta = Some(Arc::new(move |args, value| Some(meta(args, value))));
+        self.presentation_meta = Some(Arc::new(meta));
         self
     }
 

@@ -24,7 +24,7 @@ fn meta_tool(name: &str, value: Value) -> ToolDefinition {
             ToolOutput::new(ValueSchema::json(), |_, v| {
                 vec![ContentBlock::text(v.to_string())]
             })
-            .with_presentation_meta(|_, _| json!({"ui": true})),
+            .with_presentation_meta(|_, _| Some(json!({"ui": true}))),
         )
         .execute(move |_, _| {
             let value = value.clone();

@@ -1,0 +1,58 @@
+//! The production shell tool for dsh-rs agents.
+//!
+//! Three parts with one-way dependencies (`tool → shell ← local`):
+//!
+//! - [`shell`]: the executor contract ([`ShellExecutor`](shell::ShellExecutor): resolve, run,
+//!   start) and its data. A downstream crate can implement it (a sandboxed or remote executor)
+//!   without the local executor.
+//! - [`local`] (feature `local`, on by default): the local executor. `bash -c` with stdin on
+//!   `/dev/null`, in its own process group, with a parent-death signal; credentials scrubbed
+//!   from the environment and `DSH_*` facts managed; SIGTERM → grace → SIGKILL on the whole
+//!   group; bounded draining after exit; head-and-tail output windows with byte-exact spill
+//!   files in a private directory.
+//! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
+//!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate.
+//!
+//! It never hangs (timeouts, cancellation and inherited pipes all end a call), never leaks a
+//! process (termination is tree-scoped and checked), never loses a byte (whatever does not fit
+//! the window is in the spill file, and results say where), and never lets a failure look like
+//! a success (exit codes, signals, timeouts and truncation are all in the text).
+//!
+//! # Example
+//!
+//! ```
+//! use dsh_tools::{ToolCall, ToolRegistry};
+//! use std::sync::Arc;
+//! use tokio_util::sync::CancellationToken;
+//! use tool_bash::{BashPlugin, LocalExecutor};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = ToolRegistry::new();
+//! registry.global_scope().load(BashPlugin::new(Arc::new(LocalExecutor::default())))?;
+//! let args = r#"{"command": "echo hello; exit 3", "description": "Print a greeting"}"#;
+//! let result = registry.execute(ToolCall::new("c1", "bash", args, CancellationToken::new())).await;
+//! assert!(!result.is_error, "a non-zero exit is a value, not an error");
+//! assert_eq!(dsh_tools::content_text(&result.content), "hello\n[exit code: 3]");
+//! # Ok::<(), dsh_tools::PluginError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `local` | yes | the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `tempfile`, tokio's process support) |
+
+#![deny(missing_docs)]
+
+pub mod env;
+#[cfg(feature = "local")]
+pub mod local;
+pub mod output;
+pub mod shell;
+pub mod tool;
+
+#[cfg(feature = "local")]
+pub use local::{LocalConfig, LocalExecutor};
+pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
+pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};

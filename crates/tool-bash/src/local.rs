@@ -1,0 +1,607 @@
+//! The local executor: `bash -c` in its own process group, stdin on `/dev/null`, a scrubbed
+//! non-interactive environment, tree-scoped termination, bounded draining and byte-exact spill.
+//!
+//! Termination is always of the whole group: SIGTERM, a grace period (default 2 s), then
+//! SIGKILL; "killed" is reported only after the group is gone. After the shell itself exits, its
+//! pipes are drained for at most the grace period, so a grandchild that keeps stdout open
+//! (`sleep 100 &`) cannot hold the result hostage; whatever is left of the group is then killed,
+//! so no process outlives its call. On Linux the shell gets a parent-death signal, so a crashed
+//! harness does not leave it running.
+//!
+//! Spill files live in one private directory per executor (`0700`, files `0600`, unguessable
+//! names) under the system temporary directory (or [`LocalConfig::spill_root`]). They are kept
+//! while the executor or any process it started is alive, and the directory is removed when the
+//! last of them is dropped, that is when the session's service tears down.
+
+use crate::env::child_env;
+use crate::output::{SpillSink, StreamCollector};
+use crate::shell::{
+    Collected, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT, DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT,
+    ProcessStatus, ShellError, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult,
+    ShellSpec, Stream, StreamRead,
+};
+use futures::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Configuration of the local executor.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LocalConfig {
+    /// The foreground timeout when a request gives none (120 s).
+    pub default_timeout: Duration,
+    /// The largest foreground timeout (600 s).
+    pub max_timeout: Duration,
+    /// The bytes of output a foreground result shows in total (30 000).
+    pub visible_bytes: usize,
+    /// The in-memory window per stream of a background process (64 KiB).
+    pub background_window_bytes: usize,
+    /// The most bytes of one stream kept in its spill file (1 GiB).
+    pub spill_cap_bytes: u64,
+    /// Between SIGTERM and SIGKILL, and the longest pipe drain after the shell exits (2 s).
+    pub grace: Duration,
+    /// Where the private spill directory is created (default: the system temp directory).
+    pub spill_root: Option<PathBuf>,
+    /// The shell binary (`bash`, found on `PATH`).
+    pub bash: PathBuf,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
+            visible_bytes: DEFAULT_VISIBLE_BYTES,
+            background_window_bytes: 64 * 1024,
+            spill_cap_bytes: DEFAULT_SPILL_CAP_BYTES,
+            grace: Duration::from_secs(2),
+            spill_root: None,
+            bash: PathBuf::from("bash"),
+        }
+    }
+}
+
+/// The private spill directory, created on first use.
+#[derive(Debug)]
+struct SpillDir {
+    root: Option<PathBuf>,
+    dir: OnceLock<Result<tempfile::TempDir, String>>,
+}
+
+impl SpillDir {
+    fn path(&self) -> Result<&Path, String> {
+        let dir = self.dir.get_or_init(|| {
+            let root = self.root.clone().unwrap_or_else(std::env::temp_dir);
+            // A random name, and mode 0700 set at creation (not after: no window).
+            tempfile::Builder::new()
+                .prefix("dsh-spill-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(&root)
+                .map_err(|e| format!("cannot create a spill directory in {}: {e}", root.display()))
+        });
+        match dir {
+            Ok(dir) => Ok(dir.path()),
+            Err(error) => Err(error.clone()),
+        }
+    }
+}
+
+impl SpillSink for SpillDir {
+    fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
+        let dir = self.path().map_err(std::io::Error::other)?;
+        // A random name, and mode 0600 set at creation.
+        let file = tempfile::Builder::new()
+            .prefix(&format!("{label}-"))
+            .suffix(".out")
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile_in(dir)?;
+        file.keep().map_err(|e| e.error)
+    }
+}
+
+/// The local executor (see the module docs).
+#[derive(Debug, Clone)]
+pub struct LocalExecutor {
+    config: Arc<LocalConfig>,
+    spill: Arc<SpillDir>,
+}
+
+impl Default for LocalExecutor {
+    fn default() -> Self {
+        LocalExecutor::new(LocalConfig::default())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl LocalExecutor {
+    /// An executor with the given configuration.
+    pub fn new(config: LocalConfig) -> LocalExecutor {
+        LocalExecutor {
+            spill: Arc::new(SpillDir {
+                root: config.spill_root.clone(),
+                dir: OnceLock::new(),
+            }),
+            config: Arc::new(config),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LocalConfig {
+        &self.config
+    }
+
+    /// The private spill directory, once something spilled.
+    pub fn spill_dir(&self) -> Option<PathBuf> {
+        self.spill
+            .dir
+            .get()
+            .and_then(|d| d.as_ref().ok())
+            .map(|d| d.path().to_path_buf())
+    }
+
+    fn sink(&self) -> Arc<dyn SpillSink> {
+        self.spill.clone()
+    }
+
+    fn command(&self, spec: &ShellSpec) -> Command {
+        let mut command = Command::new(&self.config.bash);
+        command
+            .arg("-c")
+            .arg(&spec.command)
+            .current_dir(&spec.workdir)
+            .env_clear()
+            .envs(child_env(std::env::vars_os(), &spec.env, &spec.managed))
+            .stdin(if spec.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        set_parent_death_signal(&mut command);
+        command
+    }
+
+    fn spawn(&self, spec: &ShellSpec) -> Result<Child, ShellError> {
+        let mut child = self.command(spec).spawn().map_err(|error| {
+            if error.kind() == std::io::ErrorKind::NotFound {
+                ShellError::BashMissing(format!("{}: {error}", self.config.bash.display()))
+            } else {
+                ShellError::Spawn(error.to_string())
+            }
+        })?;
+        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+            tokio::spawn(async move {
+                // A command that does not read its stdin closes the pipe; that is not an error.
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        Ok(child)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn set_parent_death_signal(command: &mut Command) {
+    let parent = std::process::id();
+    let hook = move || -> std::io::Result<()> {
+        nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL)).map_err(std::io::Error::from)?;
+        // The parent may have died between fork and prctl; then nobody would signal us.
+        if nix::unistd::getppid().as_raw() as u32 != parent {
+            return Err(std::io::Error::other(
+                "the harness exited while the command started",
+            ));
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec and only makes the async-signal-safe
+    // `prctl` and `getppid` system calls; it allocates nothing on the success path.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(hook);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_parent_death_signal(_command: &mut Command) {}
+
+/// Sends `signal` to a process group; `false` when the group no longer exists.
+fn signal_group(pgid: i32, signal: Signal) -> bool {
+    killpg(Pid::from_raw(pgid), signal).is_ok()
+}
+
+/// Whether any process of the group is still alive (zombies waiting for their reaper count as
+/// gone: they run nothing and hold no pipe).
+fn group_alive(pgid: i32) -> bool {
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        return false;
+    }
+    // `kill(2)` also succeeds for zombies; on Linux look closer.
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        for entry in entries.flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // Fields after the command name (which may contain spaces) start after ") ".
+            let Some(rest) = stat.rfind(") ").map(|i| &stat[i + 2..]) else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // fields[0] = state, fields[2] = pgrp
+            if fields.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(pgid)
+                && fields.first() != Some(&"Z")
+            {
+                return true;
+            }
+        }
+        false
+    }
+    #[cfg(not(target_os = "linux"))]
+    true
+}
+
+/// Waits (bounded) until no live process is left in the group.
+async fn await_group_gone(pgid: i32, bound: Duration) {
+    let deadline = Instant::now() + bound;
+    while group_alive(pgid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// TERM the group, give it `grace`, then KILL it; returns the shell's status.
+async fn terminate(child: &mut Child, pgid: i32, grace: Duration) -> std::io::Result<ExitStatus> {
+    signal_group(pgid, Signal::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            signal_group(pgid, Signal::SIGKILL);
+            child.wait().await
+        }
+    }
+}
+
+fn pump<R: AsyncRead + Unpin + Send + 'static>(
+    mut reader: R,
+    sink: Arc<Mutex<StreamCollector>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buffer = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => lock(&sink).push(&buffer[..n]),
+            }
+        }
+    })
+}
+
+fn signal_name(status: &ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .signal()
+        .map(|number| match Signal::try_from(number) {
+            Ok(signal) => signal.as_str().to_owned(),
+            Err(_) => format!("signal {number}"),
+        })
+}
+
+/// Splits the visible budget between the streams: stderr keeps up to a third when both do not
+/// fit, stdout gets the rest (at most its own budget).
+fn budgets(stdout: u64, stderr: u64, visible: usize, stdout_max: usize) -> (usize, usize) {
+    let total = visible.max(stdout_max);
+    if stdout + stderr <= total as u64 {
+        return (total, total);
+    }
+    let err = (stderr as usize)
+        .min(visible / 3)
+        .max(visible.saturating_sub(stdout as usize).min(stderr as usize));
+    let out = stdout_max.min(total.saturating_sub(err));
+    (out.max(1), err.max(1))
+}
+
+impl ShellExecutor for LocalExecutor {
+    fn resolve(
+        &self,
+        request: ShellRequest,
+        session_cwd: Option<&Path>,
+    ) -> Result<ShellSpec, ShellError> {
+        let base = session_cwd
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let workdir = match request.workdir {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => base.join(dir),
+            None => base,
+        };
+        match std::fs::metadata(&workdir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(ShellError::WorkdirNotDirectory(workdir)),
+            Err(_) => return Err(ShellError::WorkdirMissing(workdir)),
+        }
+        Ok(ShellSpec {
+            command: request.command,
+            workdir,
+            timeout: request
+                .timeout
+                .unwrap_or(self.config.default_timeout)
+                .min(self.config.max_timeout),
+            stdout_max_bytes: request
+                .stdout_max_bytes
+                .unwrap_or(self.config.visible_bytes),
+            stdin: request.stdin,
+            env: request.env,
+            managed: request.managed,
+            signal: request.signal.unwrap_or_default(),
+        })
+    }
+
+    fn run(&self, spec: ShellSpec) -> BoxFuture<'static, Result<ShellRunResult, ShellError>> {
+        let executor = self.clone();
+        Box::pin(async move { executor.run_foreground(spec).await })
+    }
+
+    fn start(&self, spec: ShellSpec) -> Arc<dyn ShellProcess> {
+        self.start_background(spec)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Exited,
+    TimedOut,
+    Aborted,
+}
+
+impl LocalExecutor {
+    async fn run_foreground(&self, spec: ShellSpec) -> Result<ShellRunResult, ShellError> {
+        let started = Instant::now();
+        let config = Arc::clone(&self.config);
+        let stdout_window = spec.stdout_max_bytes.max(config.visible_bytes);
+        let stdout = Arc::new(Mutex::new(StreamCollector::new(
+            "stdout",
+            stdout_window,
+            config.spill_cap_bytes,
+            Some(self.sink()),
+        )));
+        let stderr = Arc::new(Mutex::new(StreamCollector::new(
+            "stderr",
+            config.visible_bytes,
+            config.spill_cap_bytes,
+            Some(self.sink()),
+        )));
+        let mut child = self.spawn(&spec)?;
+        let pgid = child.id().map(|id| id as i32);
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(pump(out, Arc::clone(&stdout)));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(pump(err, Arc::clone(&stderr)));
+        }
+        let (cause, status) = tokio::select! {
+            status = child.wait() => (Cause::Exited, status),
+            () = tokio::time::sleep(spec.timeout) => (Cause::TimedOut, Ok(ExitStatus::default())),
+            () = spec.signal.cancelled() => (Cause::Aborted, Ok(ExitStatus::default())),
+        };
+        let status = match (cause, pgid) {
+            (Cause::Exited, _) => status,
+            (_, Some(pgid)) => terminate(&mut child, pgid, config.grace).await,
+            (_, None) => child.wait().await,
+        };
+        let status = status
+            .map_err(|e| ShellError::Spawn(format!("waiting for the command failed: {e}")))?;
+        if let Some(pgid) = pgid {
+            drain_and_reap(pgid, readers, config.grace).await;
+        }
+        let (out_total, err_total) = (lock(&stdout).total(), lock(&stderr).total());
+        let (out_budget, err_budget) = budgets(
+            out_total,
+            err_total,
+            config.visible_bytes,
+            spec.stdout_max_bytes,
+        );
+        let stdout: Collected = lock(&stdout).finish(out_budget);
+        let stderr: Collected = lock(&stderr).finish(err_budget);
+        Ok(ShellRunResult {
+            exit_code: status.code(),
+            signal: signal_name(&status),
+            timed_out: cause == Cause::TimedOut,
+            aborted: cause == Cause::Aborted,
+            timeout: spec.timeout,
+            stdout,
+            stderr,
+            duration: started.elapsed(),
+        })
+    }
+
+    fn start_background(&self, spec: ShellSpec) -> Arc<dyn ShellProcess> {
+        let config = Arc::clone(&self.config);
+        let window = config.background_window_bytes;
+        let process = Arc::new(LocalProcess {
+            state: Mutex::new(ProcessState {
+                status: ProcessStatus::Running,
+                exit_code: None,
+                signal: None,
+            }),
+            stdout: Arc::new(Mutex::new(StreamCollector::new(
+                "job-stdout",
+                window,
+                config.spill_cap_bytes,
+                Some(self.sink()),
+            ))),
+            stderr: Arc::new(Mutex::new(StreamCollector::new(
+                "job-stderr",
+                window,
+                config.spill_cap_bytes,
+                Some(self.sink()),
+            ))),
+            kill: CancellationToken::new(),
+            done: watch::channel(false).0,
+            _spill: Arc::clone(&self.spill),
+        });
+        let mut child = match self.spawn(&spec) {
+            Ok(child) => child,
+            Err(error) => {
+                lock(&process.stderr).push(format!("{error}\n").as_bytes());
+                process.settle(ProcessStatus::Killed, None, None);
+                return process;
+            }
+        };
+        let pgid = child.id().map(|id| id as i32);
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(pump(out, Arc::clone(&process.stdout)));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(pump(err, Arc::clone(&process.stderr)));
+        }
+        let supervised = Arc::clone(&process);
+        tokio::spawn(async move {
+            let (killed, status) = tokio::select! {
+                status = child.wait() => (false, status),
+                () = supervised.kill.cancelled() => {
+                    let status = match pgid {
+                        Some(pgid) => terminate(&mut child, pgid, config.grace).await,
+                        None => child.wait().await,
+                    };
+                    (true, status)
+                }
+            };
+            if let Some(pgid) = pgid {
+                drain_and_reap(pgid, readers, config.grace).await;
+            }
+            match status {
+                Ok(status) => {
+                    let state = if killed || status.code().is_none() {
+                        ProcessStatus::Killed
+                    } else {
+                        ProcessStatus::Exited
+                    };
+                    supervised.settle(state, status.code(), signal_name(&status));
+                }
+                Err(error) => {
+                    lock(&supervised.stderr)
+                        .push(format!("waiting for the command failed: {error}\n").as_bytes());
+                    supervised.settle(ProcessStatus::Killed, None, None);
+                }
+            }
+        });
+        process
+    }
+}
+
+/// After the shell exited: drain its pipes for at most `grace`, then kill whatever is left of
+/// its group and wait (bounded) until it is gone.
+async fn drain_and_reap(pgid: i32, readers: Vec<tokio::task::JoinHandle<()>>, grace: Duration) {
+    let aborts: Vec<_> = readers
+        .iter()
+        .map(tokio::task::JoinHandle::abort_handle)
+        .collect();
+    let drained = tokio::time::timeout(grace, futures::future::join_all(readers)).await;
+    if drained.is_err() {
+        tracing::debug!(
+            pgid,
+            "output pipes still open after the shell exited; killing the rest of its group"
+        );
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    // With the group killed the pipes close; a reader that is somehow still blocked is stopped.
+    for abort in aborts {
+        abort.abort();
+    }
+    await_group_gone(pgid, grace).await;
+}
+
+struct ProcessState {
+    status: ProcessStatus,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+}
+
+/// A background process of the local executor.
+struct LocalProcess {
+    state: Mutex<ProcessState>,
+    stdout: Arc<Mutex<StreamCollector>>,
+    stderr: Arc<Mutex<StreamCollector>>,
+    kill: CancellationToken,
+    done: watch::Sender<bool>,
+    /// Keeps the spill directory alive while this process's files may be read.
+    _spill: Arc<SpillDir>,
+}
+
+impl std::fmt::Debug for LocalProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProcess")
+            .field("status", &lock(&self.state).status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalProcess {
+    fn settle(&self, status: ProcessStatus, exit_code: Option<i32>, signal: Option<String>) {
+        {
+            let mut state = lock(&self.state);
+            state.status = status;
+            state.exit_code = exit_code;
+            state.signal = signal;
+        }
+        self.done.send_replace(true);
+    }
+}
+
+impl ShellProcess for LocalProcess {
+    fn status(&self) -> ProcessStatus {
+        lock(&self.state).status
+    }
+
+    fn exit_code(&self) -> Option<i32> {
+        lock(&self.state).exit_code
+    }
+
+    fn signal(&self) -> Option<String> {
+        lock(&self.state).signal.clone()
+    }
+
+    fn done(&self) -> BoxFuture<'static, ()> {
+        let mut done = self.done.subscribe();
+        Box::pin(async move {
+            let _ = done.wait_for(|d| *d).await;
+        })
+    }
+
+    fn read_from(&self, stream: Stream, offset: u64, max_bytes: usize) -> StreamRead {
+        let settled = *self.done.borrow();
+        let collector = match stream {
+            Stream::Stdout => &self.stdout,
+            Stream::Stderr => &self.stderr,
+        };
+        lock(collector).read_from(offset, max_bytes, settled)
+    }
+
+    fn kill(&self) -> bool {
+        if *self.done.borrow() {
+            return false;
+        }
+        self.kill.cancel();
+        true
+    }
+}

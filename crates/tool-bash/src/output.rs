@@ -1,0 +1,505 @@
+//! Output retention: a bounded in-memory window per stream, a byte-exact spill file once the
+//! stream outgrows it, and offset-based readers.
+//!
+//! While a stream fits its window it is kept whole in memory. The moment it outgrows the
+//! window, everything so far and everything after goes to a spill file (up to a whole-stream
+//! cap), and memory keeps only a head (≈ 1/3 of the window) and a rolling tail (≈ 2/3). Memory
+//! per stream is therefore bounded by the window whatever the output size.
+
+use crate::shell::{Collected, StreamRead};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where spill files are created; shared so files outlive the executor while readers remain.
+pub trait SpillSink: Send + Sync + std::fmt::Debug {
+    /// Creates a new private file (`0600`, unguessable name) for `label`.
+    fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)>;
+}
+
+enum Spill {
+    /// The stream still fits in memory.
+    NotNeeded,
+    /// Every byte so far is in `file` (up to `cap`).
+    Active {
+        file: File,
+        path: PathBuf,
+        written: u64,
+    },
+    /// The file could not be created or written; memory is all there is.
+    Failed(String),
+}
+
+/// Collects one output stream: whole in memory while it fits its window, then head + rolling
+/// tail in memory and every byte in a spill file (up to the cap). Executors other than the
+/// local one can use it to keep the same guarantees.
+pub struct StreamCollector {
+    label: String,
+    window: usize,
+    head_cap: usize,
+    tail_cap: usize,
+    /// The whole stream, while it fits the window.
+    full: Option<Vec<u8>>,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+    spill: Spill,
+    spill_cap: u64,
+    sink: Option<Arc<dyn SpillSink>>,
+}
+
+impl std::fmt::Debug for StreamCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCollector")
+            .field("label", &self.label)
+            .field("total", &self.total)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The marker standing in for the elided middle of a stream.
+pub(crate) fn elision_marker(omitted: u64) -> String {
+    format!("\n[… {omitted} bytes omitted …]\n")
+}
+
+impl StreamCollector {
+    /// A collector keeping `window` bytes in memory (head ≈ 1/3, tail ≈ 2/3) and spilling up to
+    /// `spill_cap` bytes through `sink` (files named after `label`).
+    pub fn new(
+        label: impl Into<String>,
+        window: usize,
+        spill_cap: u64,
+        sink: Option<Arc<dyn SpillSink>>,
+    ) -> StreamCollector {
+        let window = window.max(3);
+        let head_cap = window / 3;
+        StreamCollector {
+            label: label.into(),
+            window,
+            head_cap,
+            tail_cap: window - head_cap,
+            full: Some(Vec::new()),
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+            spill: Spill::NotNeeded,
+            spill_cap,
+            sink,
+        }
+    }
+
+    /// The bytes collected so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The spill file, once the stream outgrew its window.
+    pub fn spill_path(&self) -> Option<&Path> {
+        match &self.spill {
+            Spill::Active { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Appends bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.total += bytes.len() as u64;
+        if let Some(full) = &mut self.full {
+            if full.len() + bytes.len() <= self.window {
+                full.extend_from_slice(bytes);
+                return;
+            }
+            // Outgrown: the whole stream so far goes to the spill file, memory keeps a window.
+            let mut so_far = std::mem::take(full);
+            self.full = None;
+            so_far.extend_from_slice(bytes);
+            self.start_spill(&so_far);
+            self.head = so_far[..self.head_cap.min(so_far.len())].to_vec();
+            let tail_start = so_far.len().saturating_sub(self.tail_cap);
+            self.tail = so_far[tail_start..].iter().copied().collect();
+            return;
+        }
+        self.write_spill(bytes);
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(self.tail_cap);
+        self.tail.drain(..excess);
+    }
+
+    fn start_spill(&mut self, so_far: &[u8]) {
+        let Some(sink) = &self.sink else {
+            self.spill = Spill::Failed(String::from("no spill directory is configured"));
+            return;
+        };
+        match sink.create(&self.label) {
+            Ok((file, path)) => {
+                self.spill = Spill::Active {
+                    file,
+                    path,
+                    written: 0,
+                };
+                self.write_spill(so_far);
+            }
+            Err(error) => {
+                tracing::warn!(stream = %self.label, "cannot create a spill file: {error}");
+                self.spill = Spill::Failed(format!("the spill file could not be created: {error}"));
+            }
+        }
+    }
+
+    fn write_spill(&mut self, bytes: &[u8]) {
+        let cap = self.spill_cap;
+        if let Spill::Active { file, written, .. } = &mut self.spill {
+            let room = cap.saturating_sub(*written);
+            let take = (bytes.len() as u64).min(room) as usize;
+            if take == 0 {
+                return;
+            }
+            match file.write_all(&bytes[..take]) {
+                Ok(()) => *written += take as u64,
+                Err(error) => {
+                    tracing::warn!(stream = %self.label, "writing the spill file failed: {error}");
+                    self.spill = Spill::Failed(format!("writing the spill file failed: {error}"));
+                }
+            }
+        }
+    }
+
+    /// The result view with at most `budget` bytes of text (head ≈ 1/3, tail ≈ 2/3).
+    pub fn finish(&self, budget: usize) -> Collected {
+        let budget = budget.min(self.window);
+        let (spill_path, spill_limit_bytes, spill_error) = match &self.spill {
+            Spill::NotNeeded => (None, None, None),
+            Spill::Active { path, written, .. } => (
+                Some(path.clone()),
+                (*written < self.total).then_some(*written),
+                None,
+            ),
+            Spill::Failed(error) => (None, None, Some(error.clone())),
+        };
+        let mut collected = Collected {
+            total_bytes: self.total,
+            spill_path,
+            spill_limit_bytes,
+            spill_error,
+            ..Collected::default()
+        };
+        if let Some(full) = &self.full {
+            let text = String::from_utf8_lossy(full);
+            if text.len() <= budget {
+                collected.text = text.into_owned();
+                collected.shown_bytes = self.total;
+                return collected;
+            }
+        }
+        let (head_raw, tail_raw): (&[u8], Vec<u8>) = match &self.full {
+            Some(full) => (&full[..], full.clone()),
+            None => (&self.head[..], self.tail.iter().copied().collect()),
+        };
+        let head_budget = budget / 3;
+        let (head, head_used) = decode_prefix(head_raw, head_budget);
+        let (tail, tail_used) = decode_suffix(&tail_raw, budget - head.len());
+        let shown = (head_used + tail_used) as u64;
+        collected.text = format!("{head}{}{tail}", elision_marker(self.total - shown));
+        collected.truncated = true;
+        collected.shown_bytes = shown;
+        collected
+    }
+
+    /// Reads from `offset`, at most `max_bytes` of raw output, keeping the newest bytes.
+    /// `settled` says no more bytes will come, so an incomplete character at the end is
+    /// final rather than held back for the next read.
+    pub fn read_from(&self, offset: u64, max_bytes: usize, settled: bool) -> StreamRead {
+        let total = self.total;
+        let spill_path = self.spill_path().map(Path::to_path_buf);
+        if offset >= total {
+            return StreamRead {
+                next_offset: offset.max(total),
+                spill_path,
+                ..StreamRead::default()
+            };
+        }
+        let max_bytes = max_bytes.max(4) as u64;
+        let mut start = offset.max(total.saturating_sub(max_bytes));
+        let mut bytes = self.bytes_between(start, total);
+        // Start on a character boundary: drop leading continuation bytes of a cut character.
+        let leading = bytes
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        if start > offset && leading > 0 && leading < bytes.len() {
+            bytes.drain(..leading);
+            start += leading as u64;
+        }
+        // Hold back an incomplete character at the end while more may come.
+        let mut end = total;
+        if !settled {
+            let complete = complete_prefix_len(&bytes);
+            end = start + complete as u64;
+            bytes.truncate(complete);
+        }
+        let skipped = start - offset;
+        let lossy = skipped > 0 && !self.spilled_through(offset, start);
+        StreamRead {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            next_offset: end,
+            skipped_bytes: skipped,
+            lossy,
+            spill_path,
+        }
+    }
+
+    /// Whether the spill file holds every byte in `[from, to)`.
+    fn spilled_through(&self, from: u64, to: u64) -> bool {
+        match &self.spill {
+            Spill::Active { written, .. } => to <= *written && from <= to,
+            _ => false,
+        }
+    }
+
+    /// The bytes in `[start, end)` from memory or the spill file. Bytes available nowhere
+    /// (past the spill cap, or after a spill failure) are left out.
+    fn bytes_between(&self, start: u64, end: u64) -> Vec<u8> {
+        if let Some(full) = &self.full {
+            return full[start as usize..end as usize].to_vec();
+        }
+        let tail_start = self.total - self.tail.len() as u64;
+        let mut out = Vec::with_capacity((end - start) as usize);
+        let mut at = start;
+        if at < tail_start {
+            let from_file = match &self.spill {
+                Spill::Active { path, written, .. } => {
+                    let stop = (*written).min(tail_start).min(end);
+                    read_file_range(path, at, stop).ok()
+                }
+                _ => None,
+            };
+            if let Some(chunk) = from_file {
+                at += chunk.len() as u64;
+                out.extend_from_slice(&chunk);
+            }
+            if at < (self.head.len() as u64).min(tail_start) {
+                let stop = (self.head.len() as u64).min(tail_start).min(end);
+                out.extend_from_slice(&self.head[at as usize..stop as usize]);
+            }
+            at = at.max(tail_start);
+        }
+        if at < end {
+            let skip = (at - tail_start) as usize;
+            out.extend(self.tail.iter().skip(skip).take((end - at) as usize));
+        }
+        out
+    }
+}
+
+fn read_file_range(path: &Path, start: u64, stop: u64) -> std::io::Result<Vec<u8>> {
+    if stop <= start {
+        return Ok(Vec::new());
+    }
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut buffer = Vec::with_capacity((stop - start) as usize);
+    file.take(stop - start).read_to_end(&mut buffer)?;
+    Ok(buffer)
+}
+
+/// The length of `bytes` without a trailing incomplete UTF-8 sequence.
+fn complete_prefix_len(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(error) if error.error_len().is_none() => error.valid_up_to(),
+        // An invalid byte in the middle is output, not an incomplete character; find whether
+        // the very end is an incomplete sequence.
+        Err(_) => {
+            let tail_from = bytes.len().saturating_sub(3);
+            for cut in tail_from..bytes.len() {
+                let lead = bytes[cut];
+                let needed = match lead {
+                    0xC0..=0xDF => 2,
+                    0xE0..=0xEF => 3,
+                    0xF0..=0xF7 => 4,
+                    _ => continue,
+                };
+                if bytes.len() - cut < needed {
+                    return cut;
+                }
+            }
+            bytes.len()
+        }
+    }
+}
+
+/// Decodes the longest prefix of `raw` whose text is at most `budget` bytes. Returns the text
+/// and the raw bytes it covers. Invalid bytes become U+FFFD (three bytes of text each).
+pub(crate) fn decode_prefix(raw: &[u8], budget: usize) -> (String, usize) {
+    let mut text = String::new();
+    let mut used = 0;
+    for chunk in raw.utf8_chunks() {
+        let valid = chunk.valid();
+        if text.len() + valid.len() > budget {
+            let room = budget - text.len();
+            let mut end = room;
+            while !valid.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.push_str(&valid[..end]);
+            used += end;
+            return (text, used);
+        }
+        text.push_str(valid);
+        used += valid.len();
+        let invalid = chunk.invalid();
+        if !invalid.is_empty() {
+            if text.len() + '\u{FFFD}'.len_utf8() > budget {
+                return (text, used);
+            }
+            text.push('\u{FFFD}');
+            used += invalid.len();
+        }
+    }
+    (text, used)
+}
+
+/// Decodes the longest suffix of `raw` whose text is at most `budget` bytes, starting on a
+/// character boundary. Returns the text and the raw bytes it covers.
+pub(crate) fn decode_suffix(raw: &[u8], budget: usize) -> (String, usize) {
+    let mut start = raw.len().saturating_sub(budget);
+    loop {
+        // Do not begin with the continuation bytes of a character cut in half.
+        let limit = (start + 3).min(raw.len());
+        while start < limit && (raw[start] & 0xC0) == 0x80 {
+            start += 1;
+        }
+        let text = String::from_utf8_lossy(&raw[start..]);
+        if text.len() <= budget {
+            return (text.into_owned(), raw.len() - start);
+        }
+        // Invalid bytes expand to three bytes of text each: move on by the excess.
+        start += (text.len() - budget).max(1);
+        if start >= raw.len() {
+            return (String::new(), 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug)]
+    struct Temp(tempfile::TempDir);
+
+    impl SpillSink for Temp {
+        fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
+            let file = tempfile::Builder::new()
+                .prefix(label)
+                .tempfile_in(self.0.path())?;
+            let (file, path) = file.keep().map_err(|e| e.error)?;
+            Ok((file, path))
+        }
+    }
+
+    fn collector(window: usize, cap: u64) -> (StreamCollector, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let sink: Arc<dyn SpillSink> = Arc::new(Temp(tempfile::tempdir_in(dir.path()).unwrap()));
+        (StreamCollector::new("stdout", window, cap, Some(sink)), dir)
+    }
+
+    #[test]
+    fn a_small_stream_stays_whole_in_memory() {
+        let (mut c, _dir) = collector(100, 1000);
+        c.push(b"hello ");
+        c.push(b"world");
+        let out = c.finish(100);
+        assert_eq!(out.text, "hello world");
+        assert!(!out.truncated);
+        assert_eq!(out.spill_path, None);
+        assert_eq!(out.total_bytes, 11);
+    }
+
+    #[test]
+    fn a_large_stream_spills_whole_and_shows_head_and_tail() {
+        let (mut c, _dir) = collector(30, 10_000);
+        let data: Vec<u8> = (0..200u8).map(|i| b'a' + (i % 26)).collect();
+        for chunk in data.chunks(7) {
+            c.push(chunk);
+        }
+        let out = c.finish(30);
+        assert!(out.truncated);
+        assert_eq!(out.total_bytes, 200);
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap(), data);
+        assert!(out.text.starts_with("abcdefghij"), "{}", out.text);
+        assert!(
+            out.text
+                .ends_with(std::str::from_utf8(&data[180..]).unwrap()),
+            "{}",
+            out.text
+        );
+        assert!(out.text.contains("[… 170 bytes omitted …]"), "{}", out.text);
+    }
+
+    #[test]
+    fn the_spill_cap_is_reported() {
+        let (mut c, _dir) = collector(10, 50);
+        c.push(&[b'x'; 120]);
+        let out = c.finish(10);
+        assert_eq!(out.spill_limit_bytes, Some(50));
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap().len(), 50);
+    }
+
+    #[test]
+    fn readers_with_offsets_get_everything_from_memory_or_the_file() {
+        let (mut c, _dir) = collector(20, 1_000_000);
+        let data: Vec<u8> = (0..500u32).map(|i| b'0' + (i % 10) as u8).collect();
+        let mut cursor_a = 0;
+        let mut seen_a = Vec::new();
+        for chunk in data.chunks(37) {
+            c.push(chunk);
+            let read = c.read_from(cursor_a, 1_000, false);
+            cursor_a = read.next_offset;
+            seen_a.extend_from_slice(read.text.as_bytes());
+        }
+        assert_eq!(seen_a, data);
+        // A late reader gets the newest bytes within its limit and is told what it skipped.
+        let late = c.read_from(0, 100, true);
+        assert_eq!(late.skipped_bytes, 400);
+        assert!(!late.lossy, "the spill file holds the skipped bytes");
+        assert_eq!(late.text.as_bytes(), &data[400..]);
+    }
+
+    #[test]
+    fn incomplete_characters_are_held_back_until_complete() {
+        let (mut c, _dir) = collector(100, 1000);
+        let word = "héllo".as_bytes();
+        c.push(&word[..2]);
+        let first = c.read_from(0, 100, false);
+        assert_eq!(first.text, "h");
+        c.push(&word[2..]);
+        let second = c.read_from(first.next_offset, 100, false);
+        assert_eq!(second.text, "éllo");
+    }
+
+    proptest! {
+        #[test]
+        fn text_is_valid_and_within_budget_for_any_bytes(data in prop::collection::vec(any::<u8>(), 0..2_000), window in 3usize..300) {
+            let (mut c, _dir) = collector(window, 1 << 20);
+            for chunk in data.chunks(13) {
+                c.push(chunk);
+            }
+            let out = c.finish(window);
+            let marker = elision_marker(out.total_bytes).len();
+            prop_assert!(out.text.len() <= window + marker, "{} > {}", out.text.len(), window);
+            prop_assert_eq!(out.total_bytes, data.len() as u64);
+            if let Some(path) = &out.spill_path {
+                prop_assert_eq!(std::fs::read(path).unwrap(), data.clone());
+            }
+            prop_assert!(out.shown_bytes <= out.total_bytes);
+        }
+    }
+}

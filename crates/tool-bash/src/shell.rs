@@ -1,0 +1,251 @@
+//! The executor contract: what a caller asks for, what an executor runs, and what comes back.
+//!
+//! A [`ShellRequest`] is the caller's side (optional fields, trusted in-process extras);
+//! [`ShellExecutor::resolve`] fills defaults and caps into a [`ShellSpec`]; [`ShellExecutor::run`]
+//! and [`ShellExecutor::start`] act only on resolved specs. A downstream crate can implement
+//! this trait (a sandboxed or remote executor) without the local executor.
+
+use futures::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The default foreground timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The largest foreground timeout a request may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// The bytes of output a foreground result shows in total (head ≈ 1/3, tail ≈ 2/3).
+pub const DEFAULT_VISIBLE_BYTES: usize = 30_000;
+/// The most bytes of one stream kept in its spill file.
+pub const DEFAULT_SPILL_CAP_BYTES: u64 = 1 << 30;
+
+/// Harness-owned `DSH_*` facts for a command; they win over any inherited or caller entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManagedEnv {
+    /// `DSH_SESSION_ID`.
+    pub session_id: Option<String>,
+    /// `DSH_CALL_ID`.
+    pub call_id: Option<String>,
+}
+
+impl ManagedEnv {
+    /// The variables, by name.
+    pub fn vars(&self) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::new();
+        if let Some(session) = &self.session_id {
+            out.push(("DSH_SESSION_ID", session.as_str()));
+        }
+        if let Some(call) = &self.call_id {
+            out.push(("DSH_CALL_ID", call.as_str()));
+        }
+        out
+    }
+}
+
+/// A caller's request. `stdin`, `env` and `stdout_max_bytes` are trusted in-process inputs; the
+/// model never sets them (a model that needs stdin writes a heredoc or a pipe).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ShellRequest {
+    /// The command, run as `bash -c <command>`.
+    pub command: String,
+    /// The working directory; relative paths resolve against the session's directory.
+    pub workdir: Option<PathBuf>,
+    /// The foreground timeout (default 120 s, capped at 600 s).
+    pub timeout: Option<Duration>,
+    /// The foreground stdout budget in bytes (default: the shared visible budget).
+    pub stdout_max_bytes: Option<usize>,
+    /// Bytes written to stdin, which is then closed. Absent: stdin is `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Extra environment entries, applied after the credential scrub.
+    pub env: BTreeMap<String, String>,
+    /// Managed `DSH_*` facts.
+    pub managed: ManagedEnv,
+    /// Cancellation: the command's process group is terminated when it fires.
+    pub signal: Option<CancellationToken>,
+}
+
+impl ShellRequest {
+    /// A request for `command` with every other field defaulted.
+    pub fn new(command: impl Into<String>) -> ShellRequest {
+        ShellRequest {
+            command: command.into(),
+            ..ShellRequest::default()
+        }
+    }
+}
+
+/// A resolved request: every default and cap applied. Executors act only on these.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ShellSpec {
+    /// The command.
+    pub command: String,
+    /// The absolute working directory (it existed when resolved).
+    pub workdir: PathBuf,
+    /// The effective foreground timeout (background processes have none).
+    pub timeout: Duration,
+    /// The foreground stdout budget.
+    pub stdout_max_bytes: usize,
+    /// Bytes for stdin.
+    pub stdin: Option<Vec<u8>>,
+    /// Extra environment entries.
+    pub env: BTreeMap<String, String>,
+    /// Managed `DSH_*` facts.
+    pub managed: ManagedEnv,
+    /// Cancellation (foreground only; a background process has its own `kill`).
+    pub signal: CancellationToken,
+}
+
+/// One stream's output as a result reports it: the visible text and how to get the rest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// The visible text (valid UTF-8): the whole stream, or its head and tail around a marker
+    /// stating how many bytes were left out.
+    pub text: String,
+    /// Whether bytes were left out of `text`.
+    pub truncated: bool,
+    /// The stream's size in bytes.
+    pub total_bytes: u64,
+    /// The bytes of the stream `text` shows (excluding the elision marker).
+    pub shown_bytes: u64,
+    /// The file holding the stream byte for byte, when it outgrew its in-memory window.
+    pub spill_path: Option<PathBuf>,
+    /// When the spill file stopped at its cap: the bytes it holds.
+    pub spill_limit_bytes: Option<u64>,
+    /// Why there is no spill file although one was needed.
+    pub spill_error: Option<String>,
+}
+
+/// The outcome of a foreground run. Non-zero exits, timeouts and cancellations are outcomes,
+/// not errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShellRunResult {
+    /// The exit code, when the shell exited (`None` when a signal ended it).
+    pub exit_code: Option<i32>,
+    /// The terminating signal (`SIGKILL`), when a signal ended it.
+    pub signal: Option<String>,
+    /// The executor's timeout was the first cause to stop the command.
+    pub timed_out: bool,
+    /// The caller's cancellation was the first cause to stop the command.
+    pub aborted: bool,
+    /// The timeout that applied.
+    pub timeout: Duration,
+    /// Standard output.
+    pub stdout: Collected,
+    /// Standard error.
+    pub stderr: Collected,
+    /// Wall time from spawn to result.
+    pub duration: Duration,
+}
+
+/// The lifecycle of a background process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessStatus {
+    /// Still running.
+    Running,
+    /// Exited by itself (any exit code).
+    Exited,
+    /// Ended by `kill`, by a signal, or never started (spawn failure).
+    Killed,
+}
+
+/// One consuming read of a background process's output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessRead {
+    /// The output since the previous read; stderr follows in a `[stderr]` section.
+    pub text: String,
+    /// Whether bytes were lost to this reader (beyond the spill cap, or no spill file).
+    pub lossy: bool,
+    /// The full stdout file, when stdout spilled.
+    pub stdout_spill_path: Option<PathBuf>,
+    /// The full stderr file, when stderr spilled.
+    pub stderr_spill_path: Option<PathBuf>,
+}
+
+/// One offset-based read of one stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamRead {
+    /// The text from the requested offset (at most the requested bytes, keeping the newest).
+    pub text: String,
+    /// Where the next read should start.
+    pub next_offset: u64,
+    /// Bytes between the requested offset and `text` that were skipped.
+    pub skipped_bytes: u64,
+    /// Whether skipped bytes are unrecoverable (not in memory nor in the spill file).
+    pub lossy: bool,
+    /// The stream's spill file, when it spilled.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// Which stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// A background process started by [`ShellExecutor::start`]. It has no id or owner: the
+/// `bash` tool adapts it into the jobs runtime, which owns those. No timeout applies.
+pub trait ShellProcess: Send + Sync + fmt::Debug {
+    /// The lifecycle state.
+    fn status(&self) -> ProcessStatus;
+
+    /// The exit code, once it exited.
+    fn exit_code(&self) -> Option<i32>;
+
+    /// The terminating signal, once a signal ended it.
+    fn signal(&self) -> Option<String>;
+
+    /// Resolves when the process (and its output pipes) closed and its group is gone. Never
+    /// fails: a spawn failure settles as killed with the error on stderr.
+    fn done(&self) -> BoxFuture<'static, ()>;
+
+    /// Reads one stream from `offset`, at most `max_bytes` (keeping the newest bytes). Readers
+    /// with their own offsets never steal each other's output.
+    fn read_from(&self, stream: Stream, offset: u64, max_bytes: usize) -> StreamRead;
+
+    /// Terminates the process group (TERM, grace, KILL). Idempotent; `false` when it had
+    /// already finished.
+    fn kill(&self) -> bool;
+}
+
+/// Why an executor could not run a command (an infrastructure failure, never a command's own
+/// failure).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ShellError {
+    /// The working directory does not exist.
+    #[error("working directory `{}` does not exist", .0.display())]
+    WorkdirMissing(PathBuf),
+    /// The working directory is not a directory.
+    #[error("working directory `{}` is not a directory", .0.display())]
+    WorkdirNotDirectory(PathBuf),
+    /// `bash` could not be found.
+    #[error("bash is not installed or not on PATH ({0})")]
+    BashMissing(String),
+    /// The process could not be spawned.
+    #[error("could not start the command: {0}")]
+    Spawn(String),
+}
+
+/// An executor: resolves requests and runs them.
+pub trait ShellExecutor: Send + Sync + fmt::Debug {
+    /// Applies defaults and caps, and resolves the working directory (relative paths against
+    /// `session_cwd`). A missing working directory is an error here, not a spawn crash.
+    fn resolve(
+        &self,
+        request: ShellRequest,
+        session_cwd: Option<&std::path::Path>,
+    ) -> Result<ShellSpec, ShellError>;
+
+    /// Runs a command in the foreground. Fails only for infrastructure failures.
+    fn run(&self, spec: ShellSpec) -> BoxFuture<'static, Result<ShellRunResult, ShellError>>;
+
+    /// Starts a command in the background.
+    fn start(&self, spec: ShellSpec) -> std::sync::Arc<dyn ShellProcess>;
+}

@@ -1,0 +1,777 @@
+//! The model-facing tools: `bash`, and the generic job controls `job_output`, `job_list` and
+//! `job_kill`, each as a plugin.
+
+use crate::shell::{
+    ManagedEnv, ProcessStatus, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, Stream,
+};
+use dsh_tools::jobs::{
+    JobEnd, JobHooks, JobOutcome, JobRuntime, JobSnapshot, JobStart, KillOutcome,
+};
+use dsh_tools::{
+    ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope, ToolDefinition,
+    ToolError, ToolOutput, ValueSchema, validate,
+};
+use presenters::markers::{self, ExitOutcome, Truncation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The `bash` tool's name.
+pub const BASH_TOOL: &str = "bash";
+/// The job kind (and notice source) of background commands.
+pub const BASH_JOB_KIND: &str = "bash";
+
+/// What the model reads to decide when and how to use `bash`.
+pub const BASH_DESCRIPTION: &str = "Run a shell command with bash and get its output. \
+Use it whenever the user asks to run, execute or try a command, script, build or test \
+(\"run the tests\", \"execute this\", \"运行命令\", \"执行脚本\"). \
+Each call starts a fresh, non-interactive shell: state such as `cd` or exported variables does \
+not carry over, so pass `workdir` instead of `cd`, and never wait for input (stdin is empty). \
+A non-zero exit is not an error of the tool: the output ends with `[exit code: N]` (or \
+`[killed by signal: NAME]`), and stderr follows a `[stderr]` line. Long output is cut to its \
+head and tail, and the complete output is saved to a file whose path the result names. \
+Commands time out after `timeout_ms` (default 120000, at most 600000).";
+
+/// The sentence added when background jobs are enabled.
+pub const BASH_BACKGROUND_DESCRIPTION: &str = " For long-running work (servers, watchers, \
+long builds) set `run_in_background: true`: the call returns a job id at once; read new output \
+with `job_output`, stop it with `job_kill`, and a notice arrives when it finishes, so do not \
+poll in a loop.";
+
+/// Configuration of the `bash` tool.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct BashConfig {
+    /// The byte cap for each model-facing read and completion notice of a background job.
+    pub job_output_limit_bytes: usize,
+}
+
+impl Default for BashConfig {
+    fn default() -> Self {
+        BashConfig {
+            job_output_limit_bytes: 30_000,
+        }
+    }
+}
+
+/// Loads the `bash` tool. With a jobs runtime ([`BashPlugin::with_jobs`]) the tool offers
+/// `run_in_background`; without one the parameter is absent and refused.
+#[derive(Clone, Debug)]
+pub struct BashPlugin {
+    executor: Arc<dyn ShellExecutor>,
+    jobs: Option<JobRuntime>,
+    config: BashConfig,
+}
+
+impl BashPlugin {
+    /// The tool over `executor`, foreground only.
+    pub fn new(executor: Arc<dyn ShellExecutor>) -> BashPlugin {
+        BashPlugin {
+            executor,
+            jobs: None,
+            config: BashConfig::default(),
+        }
+    }
+
+    /// Enables background jobs through `jobs`.
+    pub fn with_jobs(mut self, jobs: JobRuntime) -> BashPlugin {
+        self.jobs = Some(jobs);
+        self
+    }
+
+    /// Replaces the configuration.
+    pub fn with_config(mut self, config: BashConfig) -> BashPlugin {
+        self.config = config;
+        self
+    }
+
+    /// The tool's definition.
+    pub fn definition(&self) -> Result<ToolDefinition, RegistrationError> {
+        bash_tool(
+            Arc::clone(&self.executor),
+            self.jobs.clone(),
+            self.config.clone(),
+        )
+    }
+}
+
+impl Plugin for BashPlugin {
+    fn name(&self) -> &str {
+        BASH_TOOL
+    }
+
+    fn apply(&self, scope: &Scope) -> Result<(), PluginError> {
+        let definition = self
+            .definition()
+            .map_err(|e| PluginError::apply(BASH_TOOL, e))?;
+        scope
+            .register(definition)
+            .map_err(|e| PluginError::apply(BASH_TOOL, e))?;
+        Ok(())
+    }
+}
+
+/// The parameter schema; `run_in_background` only when background jobs are enabled.
+pub fn bash_parameters(background: bool) -> ValueSchema {
+    let mut schema = ValueSchema::closed_object()
+        .required(
+            "command",
+            ValueSchema::string().description("The command to run with `bash -c`."),
+        )
+        .required(
+            "description",
+            ValueSchema::string()
+                .description("What the command does, in 5-10 words, shown to the user (e.g. \"Run the unit tests\")."),
+        )
+        .property(
+            "timeout_ms",
+            ValueSchema::integer().description("Timeout in milliseconds (default 120000, at most 600000)."),
+        )
+        .property(
+            "workdir",
+            ValueSchema::string()
+                .description("Directory to run in; a relative path is resolved against the session's directory."),
+        );
+    if background {
+        schema = schema.property(
+            "run_in_background",
+            ValueSchema::boolean()
+                .description("Start the command as a background job and return its id at once."),
+        );
+    }
+    schema
+}
+
+fn stream_schema() -> ValueSchema {
+    ValueSchema::closed_object()
+        .required("text", ValueSchema::string())
+        .required("truncated", ValueSchema::boolean())
+        .required("totalBytes", ValueSchema::integer())
+        .required("shownBytes", ValueSchema::integer())
+        .property("spillPath", ValueSchema::string())
+        .property("spillLimitBytes", ValueSchema::integer())
+        .property("spillError", ValueSchema::string())
+}
+
+/// The canonical value's schema: a background handle, or a foreground outcome.
+pub fn bash_output_schema() -> ValueSchema {
+    ValueSchema::one_of([
+        ValueSchema::closed_object()
+            .required("kind", ValueSchema::string().constant("background"))
+            .required("jobId", ValueSchema::string()),
+        ValueSchema::closed_object()
+            .required("kind", ValueSchema::string().constant("foreground"))
+            .required("exitCode", ValueSchema::nullable(ValueSchema::integer()))
+            .required("signal", ValueSchema::nullable(ValueSchema::string()))
+            .required("timedOut", ValueSchema::boolean())
+            .required("aborted", ValueSchema::boolean())
+            .required("timeoutMs", ValueSchema::integer())
+            .required("durationMs", ValueSchema::integer())
+            .required("stdout", stream_schema())
+            .required("stderr", stream_schema()),
+    ])
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+    description: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    run_in_background: Option<bool>,
+}
+
+/// Checks the arguments: the background switch, the schema, then the rules it cannot express.
+fn parse_bash_args(
+    args: &Value,
+    schema: &ValueSchema,
+    background: bool,
+) -> Result<BashArgs, ToolError> {
+    if !background && args.get("run_in_background").is_some() {
+        return Err(ToolError::invalid_args(
+            "background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
+        ));
+    }
+    if let Err(violations) = validate(schema, args) {
+        let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        return Err(ToolError::invalid_args(listed.join("; ")));
+    }
+    let args: BashArgs =
+        dsh_tools::json::from_value(args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+    if args.command.trim().is_empty() {
+        return Err(ToolError::invalid_args("/command: must not be empty"));
+    }
+    if args.description.trim().is_empty() {
+        return Err(ToolError::invalid_args(
+            "/description: must not be empty (say in 5-10 words what the command does)",
+        ));
+    }
+    if args.timeout_ms == Some(0) {
+        return Err(ToolError::invalid_args(
+            "/timeout_ms: must be a positive number of milliseconds",
+        ));
+    }
+    Ok(args)
+}
+
+fn stream_value(collected: &crate::shell::Collected) -> Value {
+    let mut stream = json!({
+        "text": collected.text,
+        "truncated": collected.truncated,
+        "totalBytes": collected.total_bytes,
+        "shownBytes": collected.shown_bytes,
+    });
+    if let Some(path) = &collected.spill_path {
+        stream["spillPath"] = json!(path.display().to_string());
+    }
+    if let Some(limit) = collected.spill_limit_bytes {
+        stream["spillLimitBytes"] = json!(limit);
+    }
+    if let Some(error) = &collected.spill_error {
+        stream["spillError"] = json!(error);
+    }
+    stream
+}
+
+fn foreground_value(result: &ShellRunResult) -> Value {
+    json!({
+        "kind": "foreground",
+        "exitCode": result.exit_code,
+        "signal": result.signal,
+        "timedOut": result.timed_out,
+        "aborted": result.aborted,
+        "timeoutMs": result.timeout.as_millis() as u64,
+        "durationMs": result.duration.as_millis() as u64,
+        "stdout": stream_value(&result.stdout),
+        "stderr": stream_value(&result.stderr),
+    })
+}
+
+fn truncation(stream: &Value) -> Option<Truncation> {
+    if stream["truncated"] != json!(true) {
+        return None;
+    }
+    let path = stream["spillPath"]
+        .as_str()
+        .map(|path| match stream["spillLimitBytes"].as_u64() {
+            Some(limit) => format!("{path} (only its first {limit} bytes were kept)"),
+            None => path.to_owned(),
+        });
+    Some(Truncation {
+        shown_bytes: stream["shownBytes"].as_u64().unwrap_or(0),
+        total_bytes: stream["totalBytes"].as_u64().unwrap_or(0),
+        spill_path: path,
+    })
+}
+
+/// The model-facing text of a `bash` value (the marker contract of `presenters::markers`).
+pub fn render_bash(value: &Value) -> String {
+    if value["kind"] == json!("background") {
+        return markers::background_started(value["jobId"].as_str().unwrap_or_default());
+    }
+    let truncations: Vec<Truncation> = [&value["stdout"], &value["stderr"]]
+        .into_iter()
+        .filter_map(truncation)
+        .collect();
+    let outcome = match value["signal"].as_str() {
+        Some(signal) => ExitOutcome::killed(signal),
+        None => ExitOutcome {
+            exit_code: value["exitCode"].as_i64(),
+            signal: None,
+        },
+    };
+    markers::render_shell_output(
+        value["stdout"]["text"].as_str().unwrap_or_default(),
+        value["stderr"]["text"].as_str().unwrap_or_default(),
+        &truncations,
+        (value["timedOut"] == json!(true)).then(|| value["timeoutMs"].as_u64().unwrap_or(0)),
+        &outcome,
+    )
+}
+
+/// Job hooks over a background process: cancel kills the group, `done` reports the exit, and
+/// the reader returns new output of both streams, bounded to `limit` bytes each.
+fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
+    let killer = Arc::clone(&process);
+    let reader = Arc::clone(&process);
+    let cursors = Mutex::new((0u64, 0u64));
+    let done = async move {
+        process.done().await;
+        let outcome = match (process.status(), process.exit_code(), process.signal()) {
+            (ProcessStatus::Exited, Some(code), _) => {
+                JobOutcome::new(JobEnd::Completed).with_detail(format!("exit code: {code}"))
+            }
+            (_, _, Some(signal)) => {
+                JobOutcome::new(JobEnd::Killed).with_detail(format!("signal: {signal}"))
+            }
+            (ProcessStatus::Killed, Some(code), None) => {
+                JobOutcome::new(JobEnd::Killed).with_detail(format!("exit code: {code}"))
+            }
+            _ => JobOutcome::new(JobEnd::Failed).with_detail("the command could not start"),
+        };
+        Ok(outcome)
+    };
+    JobHooks::new(
+        move |_reason| {
+            killer.kill();
+        },
+        done,
+    )
+    .with_reader(move || {
+        let mut cursors = cursors.lock().unwrap_or_else(|e| e.into_inner());
+        let out = reader.read_from(Stream::Stdout, cursors.0, limit);
+        let err = reader.read_from(Stream::Stderr, cursors.1, limit);
+        *cursors = (out.next_offset, err.next_offset);
+        let mut text = String::new();
+        for (read, label) in [(&out, "stdout"), (&err, "stderr")] {
+            if read.skipped_bytes > 0 {
+                let source = match (&read.spill_path, read.lossy) {
+                    (Some(path), false) => format!("; the full {label} is in {}", path.display()),
+                    _ => String::from("; they are lost"),
+                };
+                text.push_str(&format!(
+                    "[{} earlier bytes of {label} skipped{source}]\n",
+                    read.skipped_bytes
+                ));
+            }
+            if label == "stderr" && !read.text.is_empty() {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(markers::stderr_header());
+                text.push('\n');
+            }
+            text.push_str(&read.text);
+        }
+        text
+    })
+}
+
+/// The `bash` tool's definition.
+pub fn bash_tool(
+    executor: Arc<dyn ShellExecutor>,
+    jobs: Option<JobRuntime>,
+    config: BashConfig,
+) -> Result<ToolDefinition, RegistrationError> {
+    let background = jobs.is_some();
+    let schema = bash_parameters(background);
+    let description = if background {
+        format!("{BASH_DESCRIPTION}{BASH_BACKGROUND_DESCRIPTION}")
+    } else {
+        BASH_DESCRIPTION.to_owned()
+    };
+    let checked = schema.clone();
+    ToolDefinition::builder(BASH_TOOL, description)
+        // Raw parameters: the body checks them itself, so the disabled background switch gets
+        // its own clear message rather than a generic "unknown property".
+        .raw_parameters(schema.to_json())
+        .output(
+            ToolOutput::new(bash_output_schema(), |_, value| {
+                vec![ContentBlock::text(render_bash(value))]
+            })
+            .with_presentation_meta(|_, value| {
+                (value["kind"] == json!("foreground"))
+                    .then(|| json!({"exitCode": value["exitCode"], "signal": value["signal"]}))
+            }),
+        )
+        .present_call(presenters::bash::present_call)
+        .present_result(presenters::bash::present_result)
+        .execute(move |args, exec: ExecContext| {
+            let executor = Arc::clone(&executor);
+            let jobs = jobs.clone();
+            let schema = checked.clone();
+            let config = config.clone();
+            async move {
+                let args = parse_bash_args(&args, &schema, background)?;
+                let request = ShellRequest {
+                    command: args.command.clone(),
+                    workdir: args.workdir.map(PathBuf::from),
+                    timeout: args.timeout_ms.map(Duration::from_millis),
+                    managed: ManagedEnv {
+                        session_id: exec.agent().map(|a| a.session_id().to_owned()),
+                        call_id: Some(exec.call_id().to_owned()),
+                    },
+                    ..ShellRequest::default()
+                };
+                let cwd = exec.agent().and_then(|a| a.cwd().map(PathBuf::from));
+                match (args.run_in_background.unwrap_or(false), jobs) {
+                    (true, Some(jobs)) => {
+                        start_background(&executor, &jobs, request, cwd, &exec, &config)
+                    }
+                    _ => {
+                        let request = ShellRequest {
+                            signal: Some(exec.signal().clone()),
+                            ..request
+                        };
+                        let spec = executor
+                            .resolve(request, cwd.as_deref())
+                            .map_err(ToolError::from_error)?;
+                        let result = executor.run(spec).await.map_err(ToolError::from_error)?;
+                        Ok(foreground_value(&result))
+                    }
+                }
+            }
+        })
+        .build()
+}
+
+fn start_background(
+    executor: &Arc<dyn ShellExecutor>,
+    jobs: &JobRuntime,
+    request: ShellRequest,
+    cwd: Option<PathBuf>,
+    exec: &ExecContext,
+    config: &BashConfig,
+) -> Result<Value, ToolError> {
+    // No job exists whose id could answer a call that was already cancelled.
+    if exec.signal().is_cancelled() {
+        return Err(ToolError::failed(
+            "the call was cancelled before the job started; no job was created",
+        ));
+    }
+    let label = request.command.clone();
+    // Once the id is published the job has its own lifetime: no caller signal reaches it.
+    let spec = executor
+        .resolve(request, cwd.as_deref())
+        .map_err(ToolError::from_error)?;
+    let executor = Arc::clone(executor);
+    let limit = config.job_output_limit_bytes;
+    let mut start = JobStart::new(BASH_JOB_KIND, label, move || {
+        let process = executor.start(spec);
+        Ok(process_hooks(process, limit))
+    })
+    .output_limit_bytes(limit);
+    if let Some(agent) = exec.agent() {
+        start = start.owner(Arc::clone(agent));
+    }
+    let id = jobs.start(start).map_err(ToolError::from_error)?;
+    Ok(json!({"kind": "background", "jobId": id}))
+}
+
+// ----- The job-control tools ----------------------------------------------------------------
+
+/// Configuration of the job-control tools.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct JobToolsConfig {
+    /// The wait of `job_output` with `wait: true` and no `timeout_ms` (30 s).
+    pub default_wait: Duration,
+    /// The longest wait `timeout_ms` may ask for (10 min).
+    pub max_wait: Duration,
+    /// How long `job_kill` waits for the job to settle before reporting (the executor's kill
+    /// grace plus a margin; 5 s).
+    pub kill_wait: Duration,
+}
+
+impl Default for JobToolsConfig {
+    fn default() -> Self {
+        JobToolsConfig {
+            default_wait: Duration::from_secs(30),
+            max_wait: Duration::from_secs(600),
+            kill_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Loads `job_output`, `job_list` and `job_kill` over a jobs runtime and attaches them as its
+/// controller (producers can start jobs only while a controller is attached).
+#[derive(Clone, Debug)]
+pub struct JobToolsPlugin {
+    jobs: JobRuntime,
+    config: JobToolsConfig,
+}
+
+impl JobToolsPlugin {
+    /// The tools over `jobs`.
+    pub fn new(jobs: JobRuntime) -> JobToolsPlugin {
+        JobToolsPlugin {
+            jobs,
+            config: JobToolsConfig::default(),
+        }
+    }
+
+    /// Replaces the configuration.
+    pub fn with_config(mut self, config: JobToolsConfig) -> JobToolsPlugin {
+        self.config = config;
+        self
+    }
+
+    /// The three definitions.
+    pub fn definitions(&self) -> Result<Vec<ToolDefinition>, RegistrationError> {
+        Ok(vec![
+            job_output_tool(self.jobs.clone(), self.config)?,
+            job_list_tool(self.jobs.clone())?,
+            job_kill_tool(self.jobs.clone(), self.config)?,
+        ])
+    }
+}
+
+impl Plugin for JobToolsPlugin {
+    fn name(&self) -> &str {
+        "job-tools"
+    }
+
+    fn apply(&self, scope: &Scope) -> Result<(), PluginError> {
+        for definition in self
+            .definitions()
+            .map_err(|e| PluginError::apply("job-tools", e))?
+        {
+            scope
+                .register(definition)
+                .map_err(|e| PluginError::apply("job-tools", e))?;
+        }
+        let controller = self.jobs.attach_controller();
+        scope
+            .on_dispose(move || controller.dispose())
+            .map_err(|e| PluginError::apply("job-tools", e))?;
+        Ok(())
+    }
+}
+
+/// The model-facing projection of a job: no ownership bookkeeping.
+pub fn public_snapshot(snapshot: &JobSnapshot) -> Value {
+    let mut job = json!({
+        "id": snapshot.id,
+        "kind": snapshot.kind,
+        "label": snapshot.label,
+        "status": snapshot.status,
+        "startedAt": snapshot.started_at,
+    });
+    if let Some(detail) = &snapshot.detail {
+        job["detail"] = json!(detail);
+    }
+    if let Some(finished) = snapshot.finished_at {
+        job["finishedAt"] = json!(finished);
+    }
+    job
+}
+
+fn public_snapshot_schema() -> ValueSchema {
+    ValueSchema::closed_object()
+        .required("id", ValueSchema::string())
+        .required("kind", ValueSchema::string())
+        .required("label", ValueSchema::string())
+        .required(
+            "status",
+            ValueSchema::string().allowed(["running", "stopping", "completed", "killed", "failed"]),
+        )
+        .property("detail", ValueSchema::string())
+        .required("startedAt", ValueSchema::integer())
+        .property("finishedAt", ValueSchema::integer())
+}
+
+/// `[status: completed, exit code: 0]` from a public snapshot value.
+fn status_line(job: &Value) -> String {
+    match job["detail"].as_str() {
+        Some(detail) => format!(
+            "[status: {}, {detail}]",
+            job["status"].as_str().unwrap_or("unknown")
+        ),
+        None => format!("[status: {}]", job["status"].as_str().unwrap_or("unknown")),
+    }
+}
+
+fn caller(exec: &ExecContext) -> Option<String> {
+    exec.agent().map(|a| a.session_id().to_owned())
+}
+
+fn job_id(args: &Value) -> Result<String, ToolError> {
+    let id = args["job_id"].as_str().unwrap_or_default();
+    if id.trim().is_empty() {
+        return Err(ToolError::invalid_args("/job_id: must not be empty"));
+    }
+    Ok(id.to_owned())
+}
+
+fn job_output_tool(
+    jobs: JobRuntime,
+    config: JobToolsConfig,
+) -> Result<ToolDefinition, RegistrationError> {
+    ToolDefinition::builder(
+        "job_output",
+        "Read the new output of a background job started with `run_in_background`, and its status. \
+Each read returns only what was printed since the previous read. Set `wait: true` to block until \
+the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-out wait returns \
+`[status: running]` and leaves the job alive.",
+    )
+    .parameters(
+        ValueSchema::closed_object()
+            .required(
+                "job_id",
+                ValueSchema::string().description("The job id, e.g. \"bash-1\"."),
+            )
+            .property(
+                "wait",
+                ValueSchema::boolean().description("Wait for the job to finish first."),
+            )
+            .property(
+                "timeout_ms",
+                ValueSchema::integer().description(
+                    "How long to wait, in milliseconds (default 30000, at most 600000).",
+                ),
+            ),
+    )
+    .output(ToolOutput::new(
+        ValueSchema::closed_object()
+            .required("text", ValueSchema::string())
+            .required("job", public_snapshot_schema()),
+        |_, value| {
+            let text = value["text"].as_str().unwrap_or_default();
+            let body = if text.is_empty() {
+                "(no new output)"
+            } else {
+                text.strip_suffix('\n').unwrap_or(text)
+            };
+            vec![ContentBlock::text(format!(
+                "{body}\n{}",
+                status_line(&value["job"])
+            ))]
+        },
+    ))
+    .present_call(presenters::job_output::present_call)
+    .present_result(presenters::job_output::present_result)
+    .execute(move |args, exec: ExecContext| {
+        let jobs = jobs.clone();
+        async move {
+            let id = job_id(&args)?;
+            let caller = caller(&exec);
+            if args["wait"] == json!(true) {
+                let asked = match args["timeout_ms"].as_u64() {
+                    Some(0) => {
+                        return Err(ToolError::invalid_args(
+                            "/timeout_ms: must be a positive number of milliseconds",
+                        ));
+                    }
+                    Some(ms) => Duration::from_millis(ms),
+                    None => config.default_wait,
+                };
+                jobs.wait(
+                    &id,
+                    asked.min(config.max_wait),
+                    caller.as_deref(),
+                    exec.signal(),
+                )
+                .await
+                .map_err(ToolError::from_error)?;
+            }
+            let read = jobs
+                .read(&id, caller.as_deref())
+                .map_err(ToolError::from_error)?;
+            Ok(json!({"text": read.text, "job": public_snapshot(&read.snapshot)}))
+        }
+    })
+    .build()
+}
+
+fn job_list_tool(jobs: JobRuntime) -> Result<ToolDefinition, RegistrationError> {
+    ToolDefinition::builder(
+        "job_list",
+        "List your background jobs, running and finished, with their ids, labels and statuses.",
+    )
+    .parameters(ValueSchema::closed_object())
+    .output(ToolOutput::new(
+        ValueSchema::closed_object().required("jobs", ValueSchema::array(public_snapshot_schema())),
+        |_, value| {
+            let jobs = value["jobs"].as_array().cloned().unwrap_or_default();
+            let text = if jobs.is_empty() {
+                String::from("no background jobs")
+            } else {
+                jobs.iter()
+                    .map(|job| {
+                        format!(
+                            "{} {} {}",
+                            job["id"].as_str().unwrap_or_default(),
+                            status_line(job),
+                            job["label"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            vec![ContentBlock::text(text)]
+        },
+    ))
+    .concurrency_safe(|_| true)
+    .present_call(presenters::job_list::present_call)
+    .present_result(presenters::job_list::present_result)
+    .execute(move |_, exec: ExecContext| {
+        let jobs = jobs.clone();
+        async move {
+            let list: Vec<Value> = jobs
+                .list(caller(&exec).as_deref())
+                .iter()
+                .map(public_snapshot)
+                .collect();
+            Ok(json!({"jobs": list}))
+        }
+    })
+    .build()
+}
+
+fn job_kill_tool(
+    jobs: JobRuntime,
+    config: JobToolsConfig,
+) -> Result<ToolDefinition, RegistrationError> {
+    ToolDefinition::builder(
+        "job_kill",
+        "Stop a background job and everything it started (the whole process group), and report \
+its final status. Stopping a job that already finished just reports its status.",
+    )
+    .parameters(ValueSchema::closed_object().required(
+        "job_id",
+        ValueSchema::string().description("The job id, e.g. \"bash-1\"."),
+    ))
+    .output(ToolOutput::new(
+        ValueSchema::closed_object()
+            .required("job", public_snapshot_schema())
+            .required(
+                "outcome",
+                ValueSchema::string().allowed(["stopped", "already-finished", "stopping"]),
+            ),
+        |_, value| {
+            let id = value["job"]["id"].as_str().unwrap_or_default();
+            let line = status_line(&value["job"]);
+            let text = match value["outcome"].as_str() {
+                Some("already-finished") => format!("job {id} had already finished {line}"),
+                Some("stopping") => format!("job {id} is stopping {line}"),
+                _ => format!("job {id} stopped {line}"),
+            };
+            vec![ContentBlock::text(text)]
+        },
+    ))
+    .present_call(presenters::job_kill::present_call)
+    .present_result(presenters::job_kill::present_result)
+    .execute(move |args, exec: ExecContext| {
+        let jobs = jobs.clone();
+        async move {
+            let id = job_id(&args)?;
+            let caller = caller(&exec);
+            let outcome = jobs
+                .kill(&id, caller.as_deref(), "stopped with job_kill")
+                .map_err(ToolError::from_error)?;
+            let snapshot = match outcome {
+                KillOutcome::AlreadyFinished => jobs
+                    .get(&id, caller.as_deref())
+                    .map_err(ToolError::from_error)?,
+                // Report only once the group is gone (or the wait ran out).
+                KillOutcome::Requested => jobs
+                    .wait(&id, config.kill_wait, caller.as_deref(), exec.signal())
+                    .await
+                    .map_err(ToolError::from_error)?,
+            };
+            let outcome = match (outcome, snapshot.status.is_terminal()) {
+                (KillOutcome::AlreadyFinished, _) => "already-finished",
+                (KillOutcome::Requested, true) => "stopped",
+                (KillOutcome::Requested, false) => "stopping",
+            };
+            Ok(json!({"job": public_snapshot(&snapshot), "outcome": outcome}))
+        }
+    })
+    .build()
+}

@@ -1,0 +1,345 @@
+//! The local executor: outcomes, process-tree termination, draining, environment, spill.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use support::live_group_members;
+use tokio_util::sync::CancellationToken;
+use tool_bash::local::{LocalConfig, LocalExecutor};
+use tool_bash::shell::{
+    ProcessStatus, ShellError, ShellExecutor, ShellRequest, ShellRunResult, Stream,
+};
+
+fn executor() -> LocalExecutor {
+    let mut config = LocalConfig::default();
+    config.grace = Duration::from_millis(500);
+    LocalExecutor::new(config)
+}
+
+async fn run_with(executor: &LocalExecutor, request: ShellRequest) -> ShellRunResult {
+    let spec = executor.resolve(request, None).unwrap();
+    executor.run(spec).await.unwrap()
+}
+
+async fn run(command: &str) -> ShellRunResult {
+    run_with(&executor(), ShellRequest::new(command)).await
+}
+
+#[tokio::test]
+async fn exit_codes_and_signals_are_reported_apart() {
+    let ok = run("echo hi").await;
+    assert_eq!((ok.exit_code, ok.signal.as_deref()), (Some(0), None));
+    assert_eq!(ok.stdout.text, "hi\n");
+    let nine = run("echo out; echo err >&2; exit 9").await;
+    assert_eq!(nine.exit_code, Some(9));
+    assert_eq!(nine.stdout.text, "out\n");
+    assert_eq!(nine.stderr.text, "err\n");
+    let killed = run("kill -KILL $$").await;
+    assert_eq!(
+        (killed.exit_code, killed.signal.as_deref()),
+        (None, Some("SIGKILL"))
+    );
+    assert!(!killed.timed_out && !killed.aborted);
+    let empty = run("true").await;
+    assert_eq!(
+        (empty.stdout.text.as_str(), empty.stderr.text.as_str()),
+        ("", "")
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_group_and_is_the_first_cause() {
+    let executor = executor();
+    let mut request = ShellRequest::new("echo begun; sleep 30");
+    request.timeout = Some(Duration::from_millis(200));
+    let began = Instant::now();
+    let result = run_with(&executor, request).await;
+    assert!(result.timed_out && !result.aborted);
+    assert_eq!(result.signal.as_deref(), Some("SIGTERM"));
+    assert_eq!(result.stdout.text, "begun\n");
+    assert_eq!(result.timeout, Duration::from_millis(200));
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_command_trapping_term_is_still_timed_out_and_then_killed() {
+    let executor = executor();
+    let mut request =
+        ShellRequest::new("trap '' TERM; echo trapped; while true; do sleep 0.05; done");
+    request.timeout = Some(Duration::from_millis(200));
+    let result = run_with(&executor, request).await;
+    assert!(result.timed_out);
+    assert_eq!(
+        result.signal.as_deref(),
+        Some("SIGKILL"),
+        "TERM was trapped, so KILL ended it"
+    );
+    let mut request = ShellRequest::new("trap 'exit 0' TERM; sleep 30 & wait");
+    request.timeout = Some(Duration::from_millis(200));
+    let clean = run_with(&executor, request).await;
+    assert!(
+        clean.timed_out,
+        "a process that exits 0 after the timeout is still timed out"
+    );
+    assert_eq!(clean.exit_code, Some(0));
+}
+
+#[tokio::test]
+async fn cancellation_aborts_and_leaves_no_process_of_the_group() {
+    let executor = executor();
+    let signal = CancellationToken::new();
+    let mut request = ShellRequest::new("sleep 1000 & sleep 1000 & echo $$; wait");
+    request.signal = Some(signal.clone());
+    let spec = executor.resolve(request, None).unwrap();
+    let running = tokio::spawn({
+        let executor = executor.clone();
+        async move { executor.run(spec).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal.cancel();
+    let result = running.await.unwrap();
+    assert!(result.aborted && !result.timed_out);
+    let pgid: i32 = result.stdout.text.trim().parse().unwrap();
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn a_timed_out_pipeline_with_grandchildren_leaves_nothing_running() {
+    let executor = executor();
+    let mut request = ShellRequest::new("echo $$; sleep 1000 | sleep 1000 & sleep 1000");
+    request.timeout = Some(Duration::from_millis(300));
+    let result = run_with(&executor, request).await;
+    assert!(result.timed_out);
+    let pgid: i32 = result.stdout.text.trim().parse().unwrap();
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn a_background_grandchild_holding_stdout_does_not_hold_the_result() {
+    let began = Instant::now();
+    let result = run("sleep 30 & echo started $$").await;
+    assert!(
+        result.stdout.text.starts_with("started "),
+        "{:?}",
+        result.stdout.text
+    );
+    assert_eq!(result.exit_code, Some(0));
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        began.elapsed()
+    );
+    let pgid: i32 = result
+        .stdout
+        .text
+        .trim()
+        .trim_start_matches("started ")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        live_group_members(pgid),
+        Vec::<i32>::new(),
+        "the lingering sleep was not cleaned up"
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_empty_so_prompts_do_not_hang() {
+    let began = Instant::now();
+    let result = run("read x; echo \"read returned $? with '$x'\"").await;
+    assert_eq!(result.stdout.text, "read returned 1 with ''\n");
+    assert!(began.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn trusted_stdin_is_written_and_closed() {
+    let executor = executor();
+    let mut request = ShellRequest::new("cat; echo '<eof>'");
+    request.stdin = Some(b"from the plugin\n".to_vec());
+    let result = run_with(&executor, request).await;
+    assert_eq!(result.stdout.text, "from the plugin\n<eof>\n");
+}
+
+#[tokio::test]
+async fn workdirs_resolve_against_the_session_and_missing_ones_are_clear_errors() {
+    let executor = executor();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let mut request = ShellRequest::new("pwd");
+    request.workdir = Some(PathBuf::from("sub"));
+    let spec = executor.resolve(request, Some(dir.path())).unwrap();
+    let result = executor.run(spec).await.unwrap();
+    assert_eq!(
+        PathBuf::from(result.stdout.text.trim())
+            .canonicalize()
+            .unwrap(),
+        dir.path().join("sub").canonicalize().unwrap()
+    );
+    let mut request = ShellRequest::new("pwd");
+    request.workdir = Some(PathBuf::from("missing"));
+    let err = executor.resolve(request, Some(dir.path())).unwrap_err();
+    assert!(matches!(err, ShellError::WorkdirMissing(_)));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "working directory `{}` does not exist",
+            dir.path().join("missing").display()
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_missing_shell_is_a_clear_spawn_error() {
+    let mut config = LocalConfig::default();
+    config.bash = PathBuf::from("/nonexistent/bash");
+    let executor = LocalExecutor::new(config);
+    let spec = executor.resolve(ShellRequest::new("true"), None).unwrap();
+    let err = executor.run(spec).await.unwrap_err();
+    assert!(matches!(err, ShellError::BashMissing(_)), "{err}");
+}
+
+#[tokio::test]
+async fn large_output_is_cut_to_head_and_tail_and_spilled_whole() {
+    let executor = executor();
+    let result = run_with(&executor, ShellRequest::new("seq 1 100000")).await;
+    let expected: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    assert!(result.stdout.truncated);
+    assert_eq!(result.stdout.total_bytes, expected.len() as u64);
+    assert!(
+        result.stdout.text.starts_with("1\n2\n3\n"),
+        "{}",
+        &result.stdout.text[..20]
+    );
+    assert!(result.stdout.text.ends_with("99999\n100000\n"));
+    assert!(result.stdout.text.len() <= 30_000 + 64);
+    let spill = result.stdout.spill_path.clone().unwrap();
+    assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
+    let dir = spill.parent().unwrap();
+    assert_eq!(
+        std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(&spill).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(executor.spill_dir().as_deref(), Some(dir));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_mib_of_binary_output_spill_byte_for_byte_in_bounded_memory() {
+    let source = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "head -c 67108864 /dev/urandom > {}",
+            source.path().display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let executor = executor();
+    let before = support::resident_kib();
+    let result = run_with(
+        &executor,
+        ShellRequest::new(format!("cat {}", source.path().display())),
+    )
+    .await;
+    let growth_kib = support::resident_kib().saturating_sub(before);
+    assert_eq!(result.stdout.total_bytes, 64 << 20);
+    assert!(
+        result.stdout.text.len() <= 30_000 + 64,
+        "{}",
+        result.stdout.text.len()
+    );
+    // The text is a Rust `String`: valid UTF-8 by construction; check it has no raw bytes
+    // smuggled through an escape.
+    assert!(std::str::from_utf8(result.stdout.text.as_bytes()).is_ok());
+    let spill = result.stdout.spill_path.unwrap();
+    assert!(
+        same_contents(source.path(), &spill),
+        "the spill file differs from the generator's output"
+    );
+    assert!(
+        growth_kib < 32 * 1024,
+        "resident memory grew by {growth_kib} KiB"
+    );
+}
+
+fn same_contents(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let (mut a, mut b) = (
+        std::fs::File::open(a).unwrap(),
+        std::fs::File::open(b).unwrap(),
+    );
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = a.read(&mut x).unwrap();
+        let mut filled = 0;
+        while filled < n {
+            let m = b.read(&mut y[filled..n]).unwrap();
+            if m == 0 {
+                return false;
+            }
+            filled += m;
+        }
+        if x[..n] != y[..n] {
+            return false;
+        }
+        if n == 0 {
+            return b.read(&mut y).unwrap() == 0;
+        }
+    }
+}
+
+#[tokio::test]
+async fn background_processes_stream_deltas_and_die_as_a_group() {
+    let executor = executor();
+    let spec = executor
+        .resolve(
+            ShellRequest::new("echo one; sleep 0.3; echo two >&2; sleep 1000 & echo $$; wait"),
+            None,
+        )
+        .unwrap();
+    let process = executor.start(spec);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first = process.read_from(Stream::Stdout, 0, 1 << 20);
+    assert!(first.text.starts_with("one\n"), "{first:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let err = process.read_from(Stream::Stderr, 0, 1 << 20);
+    assert_eq!(err.text, "two\n");
+    let rest = process.read_from(Stream::Stdout, first.next_offset, 1 << 20);
+    let all = format!("{}{}", first.text, rest.text);
+    let pgid: i32 = all.lines().nth(1).unwrap().parse().unwrap();
+    assert_eq!(process.status(), ProcessStatus::Running);
+    assert!(process.kill());
+    process.done().await;
+    assert_eq!(process.status(), ProcessStatus::Killed);
+    assert!(!process.kill(), "killing a finished process is a no-op");
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn a_background_spawn_failure_settles_killed_with_the_error_on_stderr() {
+    let mut config = LocalConfig::default();
+    config.bash = PathBuf::from("/nonexistent/bash");
+    let executor = LocalExecutor::new(config);
+    let spec = executor.resolve(ShellRequest::new("true"), None).unwrap();
+    let process = executor.start(spec);
+    process.done().await;
+    assert_eq!(process.status(), ProcessStatus::Killed);
+    assert!(
+        process
+            .read_from(Stream::Stderr, 0, 1024)
+            .text
+            .contains("bash is not installed")
+    );
+}
