@@ -553,6 +553,10 @@ async fn reloading_the_bash_plugin_swaps_the_tool_and_running_jobs_survive() {
         dsh_tools::content_text(&started.content),
         "started background job bash-1"
     );
+    assert_eq!(
+        started.value.as_deref(),
+        Some(&json!({"kind": "background", "jobId": "bash-1"}))
+    );
     // v2: a new executor, foreground only.
     handle
         .reload(BashPlugin::new(Arc::new(LocalExecutor::default())))
