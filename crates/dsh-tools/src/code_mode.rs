@@ -160,7 +160,12 @@ fn literal_union(values: &[Value]) -> String {
         .join(" | ")
 }
 
-/// The TypeScript type of a schema node, at `indent` levels for multi-line objects.
+/// The TypeScript type of a schema, as the Code Mode declarations spell it (multi-line objects
+/// indented by `indent` levels of two spaces).
+pub fn typescript_type(schema: &ValueSchema, indent: usize) -> String {
+    ts_type(schema, indent)
+}
+
 fn ts_type(schema: &ValueSchema, indent: usize) -> String {
     match schema.kind() {
         SchemaKind::Json => String::from("JsonValue"),

@@ -102,7 +102,7 @@ pub mod text;
 
 pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
 pub use card::{ToolCallView, ToolResultView};
-pub use code_mode::{ToolCallError, typescript_declarations};
+pub use code_mode::{ToolCallError, typescript_declarations, typescript_type};
 pub use content::{ContentBlock, ToolResultRecord, content_text};
 pub use definition::{
     ArgsValidation, RESERVED_TOOL_NAME, Tool, ToolDefinition, ToolDefinitionBuilder, ToolOutput,

@@ -118,6 +118,20 @@ impl Normalizer {
         if let Some(Value::Array(branches)) = map.get("anyOf").cloned() {
             return self.nullable_any_of(&branches, map, at);
         }
+        if map.contains_key("oneOf")
+            && (map.contains_key("properties") || map.get("type") == Some(&json!("object")))
+        {
+            // `#[serde(flatten)]` of an enum: object keywords beside `oneOf` apply to every
+            // branch (draft 2020-12 applies both), so they are distributed.
+            let branches = map.remove("oneOf").unwrap_or(Value::Null);
+            let annotations = take_annotations(&mut map);
+            let shared = match self.node(&Value::Object(map), at) {
+                Value::Object(shared) => shared,
+                _ => Map::new(),
+            };
+            let alternatives = self.node(&json!({ "oneOf": branches }), at);
+            return merge(combine(alternatives, shared), annotations);
+        }
         if let Some(Value::Array(branches)) = map.get("oneOf").cloned() {
             let here = pointer_push(at, "oneOf");
             let mut normalized: Vec<Value> = branches
@@ -183,7 +197,7 @@ impl Normalizer {
             Value::Object(map) => map,
             _ => Map::new(),
         };
-        merge(inlined, siblings)
+        combine(inlined, siblings)
     }
 
     /// `"type": [T, "null"]` (and wider unions) become a `oneOf` of single-type nodes.
@@ -352,6 +366,63 @@ fn take_annotations(map: &mut Map<String, Value>) -> Map<String, Value> {
     out
 }
 
+/// Combines a referenced schema with the keywords beside its `$ref` (draft 2020-12 applies
+/// both). Annotation-only siblings (a field's doc comment) are overlaid; object siblings (the tag
+/// property serde adds to a tagged newtype variant) are merged property by property, and
+/// distributed over every branch when the referenced schema is a `oneOf`.
+fn combine(base: Value, siblings: Map<String, Value>) -> Value {
+    let constrains = siblings.contains_key("properties") || siblings.contains_key("required");
+    if !constrains {
+        return merge(base, siblings);
+    }
+    let Value::Object(mut base) = base else {
+        return Value::Object(siblings);
+    };
+    let mut siblings = siblings;
+    let annotations = take_annotations(&mut siblings);
+    if let Some(Value::Array(branches)) = base.remove("oneOf") {
+        let branches: Vec<Value> = branches
+            .into_iter()
+            .map(|branch| combine(branch, siblings.clone()))
+            .collect();
+        base.insert("oneOf".into(), Value::Array(branches));
+        return merge(Value::Object(base), annotations);
+    }
+    let mut properties = match siblings.remove("properties") {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    if let Some(Value::Object(own)) = base.remove("properties") {
+        for (name, schema) in own {
+            properties.entry(name).or_insert(schema);
+        }
+    }
+    let mut required: Vec<Value> = match siblings.remove("required") {
+        Some(Value::Array(list)) => list,
+        _ => Vec::new(),
+    };
+    if let Some(Value::Array(own)) = base.remove("required") {
+        for name in own {
+            if !required.contains(&name) {
+                required.push(name);
+            }
+        }
+    }
+    let closed = [
+        base.get("additionalProperties"),
+        siblings.get("additionalProperties"),
+    ]
+    .iter()
+    .any(|v| *v == Some(&Value::Bool(false)));
+    base.insert("type".into(), Value::String("object".into()));
+    base.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        base.insert("required".into(), Value::Array(required));
+    }
+    base.insert("additionalProperties".into(), Value::Bool(!closed));
+    merge(Value::Object(base), annotations)
+}
+
 /// Overlays a node's own keys (usually annotations such as a field's doc comment) onto the
 /// schema it refers to.
 fn merge(base: Value, overlay: Map<String, Value>) -> Value {
@@ -482,6 +553,50 @@ mod tests {
             err.pointers(),
             vec!["/properties/count/minimum", "/properties/name/minLength"]
         );
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, serde::Serialize, JsonSchema)]
+    struct Circle {
+        r: f64,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, serde::Serialize, JsonSchema)]
+    #[serde(tag = "shape", rename_all = "snake_case")]
+    enum Figure {
+        Circle(Circle),
+        Dot,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, serde::Serialize, JsonSchema)]
+    struct Placed {
+        id: u32,
+        #[serde(flatten)]
+        figure: Figure,
+    }
+
+    #[test]
+    fn tagged_newtype_variants_and_flattened_enums_keep_every_field() {
+        let schema = ValueSchema::for_type::<Placed>().unwrap();
+        let check = |value: serde_json::Value, valid: bool| {
+            assert_eq!(
+                super::super::validate(&schema, &value).is_ok(),
+                valid,
+                "{value}"
+            );
+        };
+        check(json!({"id": 1, "shape": "circle", "r": 2.5}), true);
+        check(json!({"id": 1, "shape": "dot"}), true);
+        check(json!({"id": 1, "shape": "circle"}), false);
+        check(json!({"shape": "dot"}), false);
+        check(json!({"id": 1, "shape": "square"}), false);
+        let placed = Placed {
+            id: 7,
+            figure: Figure::Circle(Circle { r: 1.0 }),
+        };
+        check(serde_json::to_value(&placed).unwrap(), true);
     }
 
     #[test]
