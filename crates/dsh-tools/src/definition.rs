@@ -561,8 +561,8 @@ mod typed {
         let body: BodyFn = Arc::new(move |args: Arc<Value>, exec: ExecContext| {
             let tool = Arc::clone(&body_tool);
             Box::pin(async move {
-                let typed: T::Args = crate::json::from_value(&args)
-                    .map_err(|e| ToolError::invalid_args(format!("arguments do not fit: {e}")))?;
+                let typed: T::Args = crate::json::from_value_located(&args)
+                    .map_err(|e| ToolError::invalid_args(e.to_string()))?;
                 let output = tool.execute(typed, exec).await?;
                 serde_json::to_value(output)
                     .map_err(|e| ToolError::failed(format!("output could not be serialised: {e}")))

@@ -821,6 +821,18 @@ impl JobRuntime {
         Ok(record.snapshot.clone())
     }
 
+    /// Waits (host side) until the job has settled, without counting as a reader: unlike
+    /// [`JobRuntime::wait`], the completion notice still goes to the owner. For hosts that
+    /// must not exit while work runs; a model-facing wait uses `wait`.
+    pub async fn settled(&self, id: &str, caller: Option<&str>) -> Result<JobSnapshot, JobError> {
+        let mut settled = {
+            let state = lock(&self.inner.state);
+            find(&state, id, caller)?.settled.subscribe()
+        };
+        let _ = settled.wait_for(|done| *done).await;
+        self.get(id, caller)
+    }
+
     /// Listens to settlements: each terminal snapshot once, with its owner. Failures are
     /// contained. Disposing the returned handle removes the listener.
     pub fn on_done(

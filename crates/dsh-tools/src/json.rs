@@ -249,6 +249,43 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, serde_json::E
     }
 }
 
+/// A typed deserialisation failure located in the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", if pointer.is_empty() { "(root)" } else { pointer.as_str() })]
+pub struct LocatedError {
+    /// JSON pointer of the offending value (`""` for the root).
+    pub pointer: String,
+    /// What serde said about it.
+    pub message: String,
+}
+
+/// Like [`from_value`], but a failure names where in the value it happened
+/// (`/limit: invalid value: integer -1, expected u32`).
+pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, LocatedError> {
+    let attempt = |value: Value| -> Result<T, LocatedError> {
+        serde_path_to_error::deserialize(value).map_err(|error| {
+            let pointer = error
+                .path()
+                .iter()
+                .map(|segment| match segment {
+                    serde_path_to_error::Segment::Seq { index } => format!("/{index}"),
+                    serde_path_to_error::Segment::Map { key } => pointer_push("", key),
+                    serde_path_to_error::Segment::Enum { variant } => pointer_push("", variant),
+                    serde_path_to_error::Segment::Unknown => String::new(),
+                })
+                .collect::<String>();
+            LocatedError {
+                pointer,
+                message: error.into_inner().to_string(),
+            }
+        })
+    };
+    match attempt(value.clone()) {
+        Ok(typed) => Ok(typed),
+        Err(first) => attempt(canonical_numbers(value)).map_err(|_| first),
+    }
+}
+
 /// Parses JSON text into a typed value through [`from_value`], so buffered serde shapes read
 /// any number spelling.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {

@@ -121,3 +121,6 @@ pub use hooks::{
 pub use registry::{ToolRegistry, ToolsChange, ToolsChangeKind};
 pub use schema::{SchemaError, ValueSchema, Violation, strip_strict_nulls, validate};
 pub use scope::{Disposer, Plugin, PluginHandle, Scope};
+
+/// This crate's version: the version vendored copies of the docs are stamped with.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

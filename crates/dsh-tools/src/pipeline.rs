@@ -159,10 +159,16 @@ async fn run_pipeline(
             break 'dispatch aborted_before_dispatch();
         }
         let result = execute_stage(registry, definition, execution, &args, hooks, &sink).await;
-        // The caller cancelled while the body ran: a success no longer answers anyone.
-        if execution.signal.is_cancelled()
-            && (!result.is_error || result.code() == Some(FailureCode::Timeout))
-        {
+        // The caller cancelled while the body ran: whatever the body made of it (a value, the
+        // error it returned on seeing the signal, a timeout racing the cancellation), the call
+        // was aborted. Panics and refusals keep their own codes: they say something else.
+        let cancellation_outcome = matches!(
+            result.code(),
+            None | Some(
+                FailureCode::ToolError | FailureCode::Timeout | FailureCode::InvalidToolOutput
+            )
+        );
+        if execution.signal.is_cancelled() && cancellation_outcome {
             break 'dispatch ToolResult::failure(
                 FailureCode::Aborted,
                 "the call was cancelled while it ran",

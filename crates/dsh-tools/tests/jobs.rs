@@ -574,6 +574,28 @@ async fn a_thousand_jobs_settling_together_give_a_thousand_notices() {
 }
 
 #[tokio::test]
+async fn a_host_waiting_for_settlement_does_not_swallow_the_notice() {
+    let jobs = runtime();
+    let owner = agent("s1");
+    let (start, control) = producer("bash", "build", true);
+    jobs.start(start.owner(owner.clone())).unwrap();
+    let host = {
+        let jobs = jobs.clone();
+        tokio::spawn(async move { jobs.settled("bash-1", Some("s1")).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    control.finish(JobOutcome::new(JobEnd::Completed));
+    let snapshot = host.await.unwrap();
+    assert_eq!(snapshot.status, JobStatus::Completed);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        owner.injected().len(),
+        1,
+        "the host's wait must leave the notice to the owner"
+    );
+}
+
+#[tokio::test]
 async fn notices_have_the_documented_wording_and_source() {
     let jobs = runtime();
     let owner = agent("s1");

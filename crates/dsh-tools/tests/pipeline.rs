@@ -442,6 +442,35 @@ async fn cancelled_during_the_body_is_aborted_after_the_body_finishes() {
     );
 }
 
+#[tokio::test]
+async fn a_body_that_stops_with_an_error_on_cancellation_is_aborted() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let notify = Arc::clone(&started);
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("stops", "Give up when cancelled.")
+        .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+        .execute(move |_, exec: ExecContext| {
+            let notify = Arc::clone(&notify);
+            async move {
+                notify.notify_one();
+                exec.signal().cancelled().await;
+                Err(ToolError::failed("the read was cancelled"))
+            }
+        })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let signal = CancellationToken::new();
+    let call = ToolCall::new("c", "stops", json!({}), signal.clone());
+    let running = tokio::spawn({
+        let registry = registry.clone();
+        async move { registry.execute(call).await }
+    });
+    started.notified().await;
+    signal.cancel();
+    expect_failure(&running.await.unwrap(), FailureCode::Aborted);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_definition_timeout_fires_the_signal_and_reports_timeout() {
     let registry = ToolRegistry::new();

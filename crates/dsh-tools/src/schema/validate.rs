@@ -156,10 +156,9 @@ fn check_one_of(branches: &[ValueSchema], value: &Value, at: &str, out: &mut Vec
                 out.push(Violation::new(
                     at,
                     format!(
-                        "expected a value matching exactly one of {} alternatives, got {} \
-                         matching none",
-                        branches.len(),
-                        type_name(value)
+                        "expected {}, got {}",
+                        alternatives(branches),
+                        describe_value(value)
                     ),
                 ));
             }
@@ -175,6 +174,70 @@ fn check_one_of(branches: &[ValueSchema], value: &Value, at: &str, out: &mut Vec
                     .join(", #")
             ),
         )),
+    }
+}
+
+/// A short description of what a branch accepts (`integer`, `"circle"`, `object with kind
+/// "square"`).
+fn describe(schema: &ValueSchema) -> String {
+    match &schema.kind {
+        SchemaKind::Json => String::from("any value"),
+        SchemaKind::Scalar {
+            constant: Some(constant),
+            ..
+        } => constant.to_string(),
+        SchemaKind::Scalar {
+            allowed: Some(allowed),
+            ..
+        } => allowed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        SchemaKind::Scalar { ty, .. } => ty.as_str().to_owned(),
+        SchemaKind::Array { .. } => String::from("an array"),
+        SchemaKind::Object(object) => {
+            let tags: Vec<String> = object
+                .properties()
+                .filter_map(|(name, property)| match &property.kind {
+                    SchemaKind::Scalar {
+                        constant: Some(constant),
+                        ..
+                    } => Some(format!("{name} {constant}")),
+                    _ => None,
+                })
+                .collect();
+            if tags.is_empty() {
+                String::from("an object")
+            } else {
+                format!("an object with {}", tags.join(" and "))
+            }
+        }
+        SchemaKind::OneOf(branches) => alternatives(branches),
+    }
+}
+
+/// The alternatives of a `oneOf`, as `a, b or c`.
+fn alternatives(branches: &[ValueSchema]) -> String {
+    let described: Vec<String> = branches.iter().map(describe).collect();
+    match described.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => described.join(""),
+    }
+}
+
+/// A value as a message shows it: its type, and its text when short.
+fn describe_value(value: &Value) -> String {
+    match value {
+        Value::Object(_) | Value::Array(_) => type_name(value).to_owned(),
+        scalar => {
+            let text = scalar.to_string();
+            if text.len() <= 40 {
+                format!("{} {text}", type_name(value))
+            } else {
+                type_name(value).to_owned()
+            }
+        }
     }
 }
 
@@ -265,10 +328,12 @@ mod tests {
         assert!(violations(&schema, json!(1.5)).is_empty());
         assert_eq!(
             violations(&schema, json!("x")),
-            vec![
-                "(root): expected a value matching exactly one of 2 alternatives, got string \
-                 matching none"
-            ]
+            vec!["(root): expected number or integer, got string \"x\""]
+        );
+        let nullable = ValueSchema::nullable(ValueSchema::integer());
+        assert_eq!(
+            violations(&nullable, json!("5")),
+            vec!["(root): expected integer or null, got string \"5\""]
         );
     }
 
