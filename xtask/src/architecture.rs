@@ -17,7 +17,7 @@ mod tests {
     ];
 
     /// Crates exempt from the layering: tools and examples may use anything.
-    const UNRESTRICTED: &[&str] = &["xtask", "echo-agent", "dsh-agent"];
+    const UNRESTRICTED: &[&str] = &["xtask", "cookbook", "bench", "echo-agent", "dsh-agent"];
 
     fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

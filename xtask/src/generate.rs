@@ -1,12 +1,16 @@
 //! The generators behind the docs' `BEGIN GENERATED` regions: each renders one region's
-//! content from the code, so the docs cannot drift from it.
+//! content from the code (types through schemars, tool schemas through the real registry), so
+//! the docs cannot drift from it.
 
+use agent_loop::SessionEvent;
 use dsh_tools::jobs::JobRuntime;
-use dsh_tools::{FailureCode, ToolRegistry};
+use dsh_tools::{
+    FailureCode, ToolCallView, ToolRegistry, ToolResultView, ValueSchema, typescript_type,
+};
 use std::sync::Arc;
 use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
-/// A region generator: its name and a function producing the region's content.
+/// A region generator: its name, what it shows, and a function producing the region's content.
 pub(crate) struct Generator {
     pub(crate) name: &'static str,
     pub(crate) render: fn() -> String,
@@ -22,7 +26,24 @@ pub(crate) const GENERATORS: &[Generator] = &[
         name: "code-mode-sdk",
         render: code_mode_sdk,
     },
+    Generator {
+        name: "tool-catalog",
+        render: tool_catalog,
+    },
+    Generator {
+        name: "card-vocabulary",
+        render: card_vocabulary,
+    },
+    Generator {
+        name: "session-events",
+        render: session_events,
+    },
 ];
+
+/// The generator of a region.
+pub(crate) fn generator(name: &str) -> Option<&'static Generator> {
+    GENERATORS.iter().find(|g| g.name == name)
+}
 
 /// The registry of the tools this workspace ships, as a model sees them: `bash` with
 /// background jobs enabled, and the job-control tools.
@@ -53,4 +74,67 @@ fn failure_codes() -> String {
 /// The Code Mode TypeScript declarations of the built-in tools.
 fn code_mode_sdk() -> String {
     format!("```ts\n{}```\n", builtin_registry().code_mode_sdk(None))
+}
+
+/// The model-facing schemas of the built-in tools, exactly as a model request carries them.
+fn tool_catalog() -> String {
+    let schemas = builtin_registry().schemas(None);
+    let json = serde_json::to_string_pretty(&schemas)
+        .unwrap_or_else(|error| panic!("tool schemas did not serialise: {error}"));
+    format!("```json\n{json}\n```\n")
+}
+
+/// A type's schema (through schemars and the subset normaliser) as TypeScript.
+fn type_of<T: schemars::JsonSchema>() -> String {
+    match ValueSchema::for_type::<T>() {
+        Ok(schema) => typescript_type(&schema, 0),
+        Err(error) => panic!(
+            "{} is outside the schema subset: {error}",
+            std::any::type_name::<T>()
+        ),
+    }
+}
+
+/// The card kinds and their fields, derived from the card types.
+fn card_vocabulary() -> String {
+    format!(
+        "```ts\n/** The pending card of a call (`present_call`). */\ntype ToolCallView = {};\n\n/** The completed card of a call (`present_result`); it replaces the pending one. */\ntype ToolResultView = {};\n```\n",
+        type_of::<ToolCallView>(),
+        type_of::<ToolResultView>()
+    )
+}
+
+/// The session event types and their fields, derived from the event type.
+fn session_events() -> String {
+    format!(
+        "```ts\n/** One line of the JSONL session log. */\ntype SessionLogLine = {{ seq: number; ts: string }} & SessionEvent;\n\ntype SessionEvent = {};\n```\n",
+        type_of::<SessionEvent>()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_generator_renders_deterministically() {
+        for generator in GENERATORS {
+            let first = (generator.render)();
+            assert!(!first.is_empty(), "{}", generator.name);
+            assert_eq!(
+                first,
+                (generator.render)(),
+                "{} is not deterministic",
+                generator.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_catalog_lists_the_built_in_tools() {
+        let catalog = tool_catalog();
+        for tool in ["\"bash\"", "\"job_output\"", "\"job_list\"", "\"job_kill\""] {
+            assert!(catalog.contains(tool), "{tool} missing");
+        }
+    }
 }

@@ -2,6 +2,8 @@
 //!
 //! - `drift-check [--bless]`: the generated regions of the docs agree with the code.
 //! - `snapshots --references FILE`: every committed insta snapshot is used by a test.
+//! - `vendor-docs DEST` and `drift-check --vendor DIR`: vendored docs for downstream projects.
+//! - `stress`: the heavy reliability suite (release mode).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -9,6 +11,7 @@ mod architecture;
 mod drift;
 mod generate;
 mod snapshots;
+mod vendor;
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -18,22 +21,84 @@ fn main() -> Result<()> {
     let root = workspace_root();
     match args.first().map(String::as_str) {
         Some("drift-check") => {
-            let bless = args.iter().skip(1).any(|a| a == "--bless");
-            if let Some(unknown) = args.iter().skip(1).find(|a| *a != "--bless") {
-                bail!("unknown drift-check option `{unknown}`\n\n{USAGE}");
+            let mut bless = false;
+            let mut vendor: Option<PathBuf> = None;
+            let mut rest = args.iter().skip(1);
+            while let Some(arg) = rest.next() {
+                match arg.as_str() {
+                    "--bless" => bless = true,
+                    "--vendor" => match rest.next() {
+                        Some(dir) => vendor = Some(PathBuf::from(dir)),
+                        None => bail!("--vendor needs a directory\n\n{USAGE}"),
+                    },
+                    unknown => bail!("unknown drift-check option `{unknown}`\n\n{USAGE}"),
+                }
             }
-            let report = drift::run(
-                &root,
-                if bless {
-                    drift::Mode::Bless
-                } else {
-                    drift::Mode::Check
-                },
-            )?;
+            if let Some(dir) = vendor {
+                let problems = vendor::check_vendored(&root, &dir)?;
+                if problems.is_empty() {
+                    println!(
+                        "drift-check --vendor: {} matches dsh-tools {}",
+                        dir.display(),
+                        dsh_tools::VERSION
+                    );
+                    return Ok(());
+                }
+                for problem in &problems {
+                    println!("{problem}");
+                }
+                bail!(
+                    "{} vendored file(s) or stamps do not match; re-vendor with `cargo xtask vendor-docs {}`",
+                    problems.len(),
+                    dir.display()
+                );
+            }
+            let mode = if bless {
+                drift::Mode::Bless
+            } else {
+                drift::Mode::Check
+            };
+            let report = drift::run(&root, mode)?;
             print!("{report}");
             if !report.is_clean() {
                 std::process::exit(1);
             }
+            Ok(())
+        }
+        Some("stress") => {
+            // The heavy reliability suite, in release mode (see docs/reliability.md).
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| String::from("cargo"));
+            let status = std::process::Command::new(cargo)
+                .args([
+                    "test",
+                    "--release",
+                    "-p",
+                    "tool-bash",
+                    "--features",
+                    "stress",
+                    "--test",
+                    "stress",
+                ])
+                .args(&args[1..])
+                .current_dir(&root)
+                .status()
+                .context("running cargo")?;
+            if !status.success() {
+                bail!("the stress suite failed ({status})");
+            }
+            Ok(())
+        }
+        Some("vendor-docs") => {
+            let Some(dest) = args.get(1) else {
+                bail!("usage: cargo xtask vendor-docs DEST\n\n{USAGE}");
+            };
+            let count = vendor::vendor_docs(&root, Path::new(dest))?;
+            println!(
+                "vendored {count} docs of dsh-tools {} into {dest} (with {} and {})",
+                dsh_tools::VERSION,
+                vendor::VERSION_FILE,
+                vendor::HASHES_FILE
+            );
             Ok(())
         }
         Some("snapshots") => {
@@ -55,6 +120,17 @@ fn main() -> Result<()> {
                 orphans.len()
             );
         }
+        Some("bench") => {
+            // The release-mode benchmarks of spec 07 §7.1 (see docs/performance.md).
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| String::from("cargo"));
+            let status = std::process::Command::new(cargo)
+                .args(["run", "--release", "--quiet", "-p", "bench", "--"])
+                .args(&args[1..])
+                .current_dir(&root)
+                .status()
+                .context("running cargo")?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -66,7 +142,13 @@ fn main() -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  drift-check [--bless]          check (or rewrite) the generated regions of the docs
+  drift-check [--bless]          check (or rewrite) the generated regions of the docs, the
+                                 bilingual pairs and the cookbook wiring
+  drift-check --vendor DIR       check a downstream project's vendored docs against the
+                                 dsh-tools version its Cargo.lock resolves
+  vendor-docs DEST               write the docs with a VERSION stamp and content hashes
+  stress [-- TEST-ARGS]          run the heavy reliability suite in release mode
+  bench [--quick] [--json]       run the benchmarks against their baselines in release mode
   snapshots --references FILE    fail on committed snapshots no test used (run the tests with
                                  INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)";
 
