@@ -1,0 +1,309 @@
+//! `dsh-agent`: the runnable agent of dsh-rs.
+//!
+//! ```text
+//! dsh-agent run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background] [PROMPT…]
+//! dsh-agent replay LOG [--json]
+//! dsh-agent schemas [--strict]
+//! dsh-agent sdk
+//! ```
+//!
+//! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
+//! presenters) to a scripted model; without `--script` it plays an embedded demo. A real model
+//! adapter plugs in at the same `ModelAdapter` seam.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cli;
+mod render;
+
+use agent_loop::{
+    Agent, AgentDirectory, CardTracker, EventRecord, SessionEvent, SessionLog, TurnEndReason,
+};
+use anyhow::{Context, Result};
+use cli::{Command, RunOptions, USAGE};
+use dsh_tools::ToolRegistry;
+use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
+use mock_adapter::MockAdapter;
+use render::Style;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
+
+/// The embedded demo script: a foreground command, a failing command, a background job, its
+/// completion notice and `job_output`.
+const DEMO: &str = include_str!("demo.json");
+const DEMO_PROMPT: &str = "Show me what the dsh-rs tools can do.";
+
+/// How long `run` waits for background jobs still running after the turn.
+const JOB_WAIT: Duration = Duration::from_secs(300);
+
+/// A failure that ends the program with a one-line reason and a status.
+struct Failure {
+    status: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(status: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Failure {
+        // One line: the chain joined, the way a shell user reads it.
+        Failure::new(1, format!("{error:#}"))
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let outcome = match cli::parse(&args) {
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Ok(command) => execute(command),
+        Err(message) => Err(Failure::new(2, format!("{message}\n\n{USAGE}"))),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("dsh-agent: {}", failure.message);
+            ExitCode::from(failure.status)
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Help => Ok(()),
+        Command::Schemas { strict } => {
+            let (registry, _) = registry(true);
+            let schemas: Vec<serde_json::Value> = registry
+                .visible(None)
+                .iter()
+                .map(|tool| {
+                    let parameters = if strict {
+                        tool.parameters().to_strict_json()
+                    } else {
+                        tool.schema().parameters
+                    };
+                    serde_json::json!({
+                        "name": tool.name(),
+                        "description": tool.description(),
+                        "parameters": parameters,
+                    })
+                })
+                .collect();
+            let text = serde_json::to_string_pretty(&schemas).context("serialising the schemas")?;
+            println!("{text}");
+            Ok(())
+        }
+        Command::Sdk => {
+            let (registry, _) = registry(true);
+            print!("{}", registry.code_mode_sdk(None));
+            Ok(())
+        }
+        Command::Replay { log, json } => replay(&log, json),
+        Command::Run(options) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(run(options))
+        }
+    }
+}
+
+/// The registry of the built-in tools, and the jobs runtime behind them.
+fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
+    let registry = ToolRegistry::new();
+    let jobs = JobRuntime::new(JobsConfig {
+        delivery: NoticeDelivery::Wakeup {
+            max_consecutive_wakes: 3,
+        },
+        ..JobsConfig::default()
+    });
+    let mut bash = BashPlugin::new(Arc::new(LocalExecutor::default()));
+    if background {
+        bash = bash.with_jobs(jobs.clone());
+    }
+    // Loading the built-in plugins only registers definitions; failing here is a bug in this
+    // program, which must not run with half its tools.
+    if let Err(error) = registry.global_scope().load(bash) {
+        panic!("the bash plugin failed to load: {error}");
+    }
+    if let Err(error) = registry
+        .global_scope()
+        .load(JobToolsPlugin::new(jobs.clone()))
+    {
+        panic!("the job tools failed to load: {error}");
+    }
+    (registry, jobs)
+}
+
+fn load_script(options: &RunOptions) -> Result<MockAdapter, Failure> {
+    let text = match options.script.as_deref() {
+        None => DEMO.to_owned(),
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| Failure::new(2, format!("cannot read the script from stdin: {e}")))?;
+            text
+        }
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(2, format!("cannot read the script {path}: {e}")))?,
+    };
+    let source = options.script.as_deref().unwrap_or("the demo script");
+    MockAdapter::from_json(&text).map_err(|e| Failure::new(2, format!("{source}: {e}")))
+}
+
+async fn run(options: RunOptions) -> Result<(), Failure> {
+    let model = load_script(&options)?;
+    let (registry, jobs) = registry(!options.no_background);
+    let cwd = match &options.cwd {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+    };
+    if !cwd.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!("--cwd {}: not a directory", cwd.display()),
+        ));
+    }
+    let style = Style::detect();
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let printer = {
+        let registry = registry.clone();
+        let json = options.json;
+        let errors = Arc::clone(&errors);
+        let tracker = Mutex::new(CardTracker::new(registry, None));
+        move |record: &EventRecord| {
+            if let SessionEvent::Error { message, .. } = &record.event {
+                errors
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(message.clone());
+            }
+            if json {
+                println!("{}", record.to_json_line());
+                return;
+            }
+            let mut tracker = tracker.lock().unwrap_or_else(|e| e.into_inner());
+            tracker.observe(&record.event);
+            if let Some(text) = render::event(&record.event, tracker.cards(), style) {
+                println!("{text}");
+            }
+        }
+    };
+    let mut builder = Agent::builder(registry, Arc::new(model.clone()))
+        .cwd(cwd)
+        .jobs(jobs.clone())
+        .subscriber(printer);
+    if let Some(log) = &options.log {
+        builder = builder.log(log);
+    }
+    let agent = builder
+        .build()
+        .map_err(|e| Failure::new(1, format!("cannot start the agent: {e}")))?;
+    let directory = AgentDirectory::new();
+    directory.insert(&agent);
+    jobs.set_turn_opener(Arc::new(directory.clone()));
+
+    let prompt = if options.prompt.is_empty() {
+        DEMO_PROMPT.to_owned()
+    } else {
+        options.prompt.join(" ")
+    };
+    let first = agent
+        .run(prompt)
+        .await
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    // Background work may still be running; its notices open turns of their own.
+    loop {
+        agent.wait_idle().await;
+        directory.wait_woken().await;
+        let running: Vec<String> = jobs
+            .list(Some(agent.session_id()))
+            .into_iter()
+            .filter(|job| !job.status.is_terminal())
+            .map(|job| job.id.to_string())
+            .collect();
+        if running.is_empty() {
+            break;
+        }
+        for id in running {
+            // `settled`, not `wait`: the host waiting must not take the notice from the model.
+            let settled = jobs.settled(&id, Some(agent.session_id()));
+            if tokio::time::timeout(JOB_WAIT, settled).await.is_err() {
+                eprintln!(
+                    "dsh-agent: job {id} still runs after {}s; stopping it",
+                    JOB_WAIT.as_secs()
+                );
+                break;
+            }
+        }
+        // Give the notice's wake-up a moment to open its turn.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    directory.wait_woken().await;
+    agent.wait_idle().await;
+    agent.dispose().await;
+    jobs.teardown().await;
+    // A model error in any turn (a woken one included) fails the run: a script that ran out
+    // must not look like a success.
+    let model_error = errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .last()
+        .cloned();
+    let last = if model_error.is_some() {
+        TurnEndReason::Error
+    } else {
+        first.reason
+    };
+    match last {
+        TurnEndReason::Completed | TurnEndReason::Concluded => Ok(()),
+        TurnEndReason::MaxSteps => Err(Failure::new(3, "the turn stopped at the step limit")),
+        TurnEndReason::Cancelled => Err(Failure::new(130, "the turn was cancelled")),
+        TurnEndReason::Error => Err(Failure::new(
+            1,
+            model_error.unwrap_or_else(|| String::from("the model failed")),
+        )),
+    }
+}
+
+fn replay(path: &str, json: bool) -> Result<(), Failure> {
+    let log = SessionLog::read(path)
+        .map_err(|e| Failure::new(2, format!("cannot read the log {path}: {e}")))?;
+    if !log.skipped.is_empty() {
+        let lines: Vec<String> = log.skipped.iter().map(|s| s.line.to_string()).collect();
+        eprintln!(
+            "dsh-agent: skipped {} malformed line(s) of {path}: {}",
+            log.skipped.len(),
+            lines.join(", ")
+        );
+    }
+    let (registry, _) = registry(true);
+    let cards = agent_loop::replay_cards(&registry, &log.events);
+    let style = Style::detect();
+    for card in &cards {
+        if json {
+            let line = serde_json::to_string(card).context("serialising a card")?;
+            println!("{line}");
+        } else {
+            println!("{}", render::cards(card, style));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,329 @@
+//! The `dsh-agent` command line, run as a user would.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn dsh_agent(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-agent"));
+    command
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn the_demo_runs_every_stage_and_exits_zero() {
+    let output = dsh_agent(&["run"], None);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    for expected in [
+        "  hello from dsh-rs",
+        "  [exit code: 2]",
+        "  started background job bash-1",
+        "• notice from bash: background job bash-1 (bash: sleep 1; echo \"background work done\") finished [status: completed, exit code: 0]. Read its output with job_output.",
+        "  background work done",
+        "agent › The background job finished and printed \"background work done\". That is the tour.",
+    ] {
+        assert!(
+            text.lines().any(|l| l == expected),
+            "missing {expected:?} in:\n{text}"
+        );
+    }
+    assert_eq!(text.matches("— turn ended: completed").count(), 2, "{text}");
+}
+
+const EVENT_TYPES: [&str; 10] = [
+    "session/start",
+    "user/message",
+    "model/request",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "context/inject",
+    "job/end",
+    "turn/end",
+    "error",
+];
+
+#[test]
+fn json_output_is_one_event_per_line_of_the_documented_types() {
+    let output = dsh_agent(&["run", "--json"], None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let mut seen = BTreeSet::new();
+    let mut last_seq = 0;
+    for line in stdout(&output).lines() {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let kind = event["type"].as_str().unwrap();
+        assert!(EVENT_TYPES.contains(&kind), "unknown type {kind}");
+        let seq = event["seq"].as_u64().unwrap();
+        assert_eq!(seq, last_seq + 1, "{line}");
+        last_seq = seq;
+        assert!(event["ts"].is_string());
+        seen.insert(kind.to_owned());
+    }
+    for kind in [
+        "session/start",
+        "tool/call",
+        "tool/result",
+        "context/inject",
+        "job/end",
+        "turn/end",
+    ] {
+        assert!(seen.contains(kind), "no {kind} event");
+    }
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn a_logged_session_replays_one_card_per_tool_call() {
+    let dir = scratch();
+    let log = dir.path().join("session.jsonl");
+    let output = dsh_agent(&["run", "--log", log.to_str().unwrap()], None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let replayed = dsh_agent(&["replay", log.to_str().unwrap()], None);
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    let text = stdout(&replayed);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("▶ ")).count(),
+        4,
+        "{text}"
+    );
+    let json = dsh_agent(&["replay", log.to_str().unwrap(), "--json"], None);
+    let cards: Vec<serde_json::Value> = stdout(&json)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = cards
+        .iter()
+        .map(|c| c["callId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["call-1", "call-2", "call-3", "call-4"]);
+    assert_eq!(cards[0]["call"]["card"], "terminal");
+    assert_eq!(cards[1]["result"]["exitCode"], 2);
+}
+
+#[test]
+fn schemas_are_byte_identical_across_runs() {
+    let first = dsh_agent(&["schemas"], None);
+    let second = dsh_agent(&["schemas"], None);
+    assert!(first.status.success());
+    assert_eq!(first.stdout, second.stdout);
+    let schemas: Vec<serde_json::Value> = serde_json::from_slice(&first.stdout).unwrap();
+    let names: Vec<&str> = schemas
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["bash", "job_kill", "job_list", "job_output"]);
+    let strict: Vec<serde_json::Value> =
+        serde_json::from_slice(&dsh_agent(&["schemas", "--strict"], None).stdout).unwrap();
+    let bash = &strict[0]["parameters"];
+    assert_eq!(bash["additionalProperties"], false);
+    assert_eq!(bash["required"].as_array().unwrap().len(), 5);
+}
+
+fn write_script(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("script.json");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn unknown_tools_and_bad_arguments_are_results_and_the_run_succeeds() {
+    let dir = scratch();
+    let script = write_script(
+        dir.path(),
+        r#"{ "steps": [
+            { "toolCalls": [ { "id": "c1", "name": "teleport", "arguments": {} } ] },
+            { "toolCalls": [ { "id": "c2", "name": "bash", "argumentsRaw": "{not json" } ] },
+            { "text": "Done." }
+        ] }"#,
+    );
+    let log = dir.path().join("log.jsonl");
+    let output = dsh_agent(
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let errors: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool/result" && e["isError"] == true)
+        .collect();
+    let codes: Vec<&str> = errors
+        .iter()
+        .map(|e| e["error"]["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, vec!["UNKNOWN_TOOL", "INVALID_ARGS"]);
+}
+
+#[test]
+fn a_script_that_runs_out_fails_naming_the_request() {
+    let output = dsh_agent(
+        &["run", "--script", "-"],
+        Some(
+            r#"{ "steps": [ { "toolCalls": [ { "id": "c1", "name": "bash", "arguments": { "command": "true", "description": "Do nothing" } } ] } ] }"#,
+        ),
+    );
+    assert!(!output.status.success());
+    assert_eq!(
+        stderr(&output).trim(),
+        "dsh-agent: script exhausted at request 2"
+    );
+}
+
+#[test]
+fn a_malformed_script_fails_naming_the_json_error() {
+    let dir = scratch();
+    let script = write_script(dir.path(), "{ \"steps\": [ { \"text\": \"hi\" ");
+    let output = dsh_agent(&["run", "--script", script.to_str().unwrap()], None);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with(&format!(
+            "dsh-agent: {}: invalid script: EOF while parsing",
+            script.display()
+        )),
+        "{message}"
+    );
+    assert_eq!(message.lines().count(), 1, "{message}");
+}
+
+#[test]
+fn bad_command_lines_are_refused_with_the_usage() {
+    let output = dsh_agent(&["run", "--fast"], None);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("run: unknown option `--fast`"));
+    assert!(stderr(&output).contains("usage:"));
+}
+
+/// Provisions the TypeScript compiler into `target/ts` (shared with the dsh-tools tests).
+fn typescript_compiler() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let prefix = target.join("ts");
+    let tsc = prefix.join("node_modules/typescript/bin/tsc");
+    if tsc.exists() {
+        return tsc;
+    }
+    std::fs::create_dir_all(&prefix).unwrap();
+    // Two test binaries may get here at once; one installs, the other waits for it.
+    let lock = prefix.join(".installing");
+    let owner = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .is_ok();
+    if owner {
+        let status = Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+            ])
+            .arg(&prefix)
+            .arg("typescript@5")
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("this test needs node and npm to install the TypeScript compiler: {e}")
+            });
+        let _ = std::fs::remove_file(&lock);
+        assert!(status.success(), "npm install typescript failed: {status}");
+    } else {
+        for _ in 0..600 {
+            if tsc.exists() && !lock.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    assert!(
+        tsc.exists(),
+        "the TypeScript compiler is missing at {}",
+        tsc.display()
+    );
+    tsc
+}
+
+#[test]
+fn the_sdk_type_checks_with_the_typescript_compiler() {
+    let output = dsh_agent(&["sdk"], None);
+    assert!(output.status.success());
+    let dir = scratch();
+    std::fs::write(dir.path().join("sdk.d.ts"), &output.stdout).unwrap();
+    std::fs::write(
+        dir.path().join("program.ts"),
+        r#"
+async function main(): Promise<void> {
+  const run = await tools.bash({ command: "ls", description: "List files" });
+  if (run.kind === "foreground") {
+    const code: number | null = run.exitCode;
+    const spill: string | undefined = run.stdout.spillPath;
+    void code; void spill;
+  } else {
+    const out = await tools.job_output({ job_id: run.jobId, wait: true });
+    const status: string = out.job.status;
+    void status;
+  }
+}
+void main;
+"#,
+    )
+    .unwrap();
+    let checked = Command::new("node")
+        .arg(typescript_compiler())
+        .args([
+            "--strict", "--noEmit", "--target", "es2020", "--lib", "es2020",
+        ])
+        .arg(dir.path().join("sdk.d.ts"))
+        .arg(dir.path().join("program.ts"))
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs node: {e}"));
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
