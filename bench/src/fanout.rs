@@ -131,10 +131,16 @@ fn account(size: FanoutSize, texts: &[String], spill_dir: Option<&Path>) -> Resu
         );
         accounting.read += read;
         accounting.skipped_in_spill += expected - read;
-        if read < expected && !text.contains("earlier bytes of stdout skipped") {
+        if read < expected && !text.contains("earlier bytes of stdout were skipped") {
             accounting.silent_skips += 1;
         }
     }
+    // A read that skips output must say so and where the bytes are.
+    ensure!(
+        accounting.silent_skips == 0,
+        "{} job reads skipped output without saying where it is",
+        accounting.silent_skips
+    );
     if expected > window {
         let dir = spill_dir.context("the jobs spilled nothing, yet their output outgrew memory")?;
         let mut complete = 0;

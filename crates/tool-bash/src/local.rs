@@ -5,8 +5,8 @@
 //! SIGKILL; "killed" is reported only after the group is gone. After the shell itself exits, its
 //! pipes are drained for at most the grace period, so a grandchild that keeps stdout open
 //! (`sleep 100 &`) cannot hold the result hostage; whatever is left of the group is then killed,
-//! so no process outlives its call. On Linux the shell gets a parent-death signal, so a crashed
-//! harness does not leave it running.
+//! so no process outlives its call. A crashed harness leaves nothing running either: an orphan
+//! guard process kills every group still registered when the harness's pipe to it closes.
 //!
 //! Spill files live in one private directory per executor (`0700`, files `0600`, unguessable
 //! names) under the system temporary directory (or [`LocalConfig::spill_root`]). They are kept
@@ -113,7 +113,10 @@ impl SpillSink for SpillDir {
 #[derive(Debug, Clone)]
 pub struct LocalExecutor {
     config: Arc<LocalConfig>,
+    /// `config.bash`, resolved on `PATH` once.
+    bash: Arc<PathBuf>,
     spill: Arc<SpillDir>,
+    guard: Arc<OrphanGuard>,
 }
 
 impl Default for LocalExecutor {
@@ -134,6 +137,8 @@ impl LocalExecutor {
                 root: config.spill_root.clone(),
                 dir: OnceLock::new(),
             }),
+            bash: Arc::new(resolve_program(&config.bash)),
+            guard: Arc::new(OrphanGuard::default()),
             config: Arc::new(config),
         }
     }
@@ -157,7 +162,7 @@ impl LocalExecutor {
     }
 
     fn command(&self, spec: &ShellSpec) -> Command {
-        let mut command = Command::new(&self.config.bash);
+        let mut command = Command::new(self.bash.as_path());
         command
             .arg("-c")
             .arg(&spec.command)
@@ -173,18 +178,20 @@ impl LocalExecutor {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false);
-        set_parent_death_signal(&mut command);
         command
     }
 
     fn spawn(&self, spec: &ShellSpec) -> Result<Child, ShellError> {
         let mut child = self.command(spec).spawn().map_err(|error| {
             if error.kind() == std::io::ErrorKind::NotFound {
-                ShellError::BashMissing(format!("{}: {error}", self.config.bash.display()))
+                ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
             } else {
                 ShellError::Spawn(error.to_string())
             }
         })?;
+        if let Some(pgid) = child.id() {
+            self.guard.register(&self.bash, pgid as i32);
+        }
         if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
                 // A command that does not read its stdin closes the pipe; that is not an error.
@@ -195,29 +202,111 @@ impl LocalExecutor {
     }
 }
 
-#[cfg(target_os = "linux")]
-fn set_parent_death_signal(command: &mut Command) {
-    let parent = std::process::id();
-    let hook = move || -> std::io::Result<()> {
-        nix::sys::prctl::set_pdeathsig(Some(Signal::SIGKILL)).map_err(std::io::Error::from)?;
-        // The parent may have died between fork and prctl; then nobody would signal us.
-        if nix::unistd::getppid().as_raw() as u32 != parent {
-            return Err(std::io::Error::other(
-                "the harness exited while the command started",
-            ));
+/// The orphan guard: one small `bash` process per executor that knows every live process
+/// group the executor started. It reads `add <pgid>` / `del <pgid>` lines on a pipe from the
+/// harness; when the pipe closes (the harness exited or crashed, however it died), it kills
+/// every group still registered. This keeps a crashed harness from leaving commands (and their
+/// grandchildren) running, without a `pre_exec` hook, so spawning stays on `posix_spawn`.
+const GUARD_SCRIPT: &str = r#"declare -A live
+while read -r op id; do
+  case "$op" in
+    add) live[$id]=1 ;;
+    del) unset "live[$id]" ;;
+  esac
+done
+for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
+"#;
+
+#[derive(Debug, Default)]
+struct OrphanGuard {
+    process: Mutex<Option<(std::process::Child, std::process::ChildStdin)>>,
+}
+
+impl OrphanGuard {
+    fn send(&self, bash: &Path, line: &str) {
+        use std::io::Write;
+        let mut slot = lock(&self.process);
+        for _ in 0..2 {
+            if slot.is_none() {
+                *slot = OrphanGuard::start(bash);
+            }
+            let Some((_, stdin)) = slot.as_mut() else {
+                return;
+            };
+            if stdin
+                .write_all(line.as_bytes())
+                .and_then(|()| stdin.flush())
+                .is_ok()
+            {
+                return;
+            }
+            // The guard is gone (killed by someone): start a new one and register again.
+            tracing::warn!("the orphan guard exited; starting a new one");
+            if let Some((mut child, _)) = slot.take() {
+                let _ = child.wait();
+            }
         }
-        Ok(())
-    };
-    // SAFETY: the hook runs in the forked child before exec and only makes the async-signal-safe
-    // `prctl` and `getppid` system calls; it allocates nothing on the success path.
-    #[allow(unsafe_code)]
-    unsafe {
-        command.pre_exec(hook);
+    }
+
+    fn start(bash: &Path) -> Option<(std::process::Child, std::process::ChildStdin)> {
+        use std::os::unix::process::CommandExt as _;
+        let spawned = std::process::Command::new(bash)
+            .arg("-c")
+            .arg(GUARD_SCRIPT)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group: killing a command's group never reaches the guard.
+            .process_group(0)
+            .spawn();
+        match spawned {
+            Ok(mut child) => child.stdin.take().map(|stdin| (child, stdin)),
+            Err(error) => {
+                tracing::warn!(
+                    "cannot start the orphan guard: {error}; a crashed harness may leave commands running"
+                );
+                None
+            }
+        }
+    }
+
+    fn register(&self, bash: &Path, pgid: i32) {
+        self.send(bash, &format!("add {pgid}\n"));
+    }
+
+    fn unregister(&self, bash: &Path, pgid: i32) {
+        self.send(bash, &format!("del {pgid}\n"));
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-fn set_parent_death_signal(_command: &mut Command) {}
+impl Drop for OrphanGuard {
+    fn drop(&mut self) {
+        // Closing the pipe makes the guard kill whatever is still registered (nothing, after an
+        // orderly shutdown) and exit; reap it so no zombie is left.
+        if let Some((mut child, stdin)) = self.process.get_mut().ok().and_then(Option::take) {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Finds `bash` on `PATH` once. Spawning by absolute path keeps the standard library on
+/// `posix_spawn`: with a cleared environment and a bare name it would fall back to `fork`.
+fn resolve_program(program: &Path) -> PathBuf {
+    if program.components().count() > 1 || program.is_absolute() {
+        return program.to_path_buf();
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| program.to_path_buf())
+}
 
 /// Sends `signal` to a process group; `false` when the group no longer exists.
 fn signal_group(pgid: i32, signal: Signal) -> bool {
@@ -411,6 +500,7 @@ impl LocalExecutor {
             .map_err(|e| ShellError::Spawn(format!("waiting for the command failed: {e}")))?;
         if let Some(pgid) = pgid {
             drain_and_reap(pgid, readers, config.grace).await;
+            self.guard.unregister(&self.bash, pgid);
         }
         let (out_total, err_total) = (lock(&stdout).total(), lock(&stderr).total());
         let (out_budget, err_budget) = budgets(
@@ -475,6 +565,8 @@ impl LocalExecutor {
             readers.push(pump(err, Arc::clone(&process.stderr)));
         }
         let supervised = Arc::clone(&process);
+        let guard = Arc::clone(&self.guard);
+        let bash = Arc::clone(&self.bash);
         tokio::spawn(async move {
             let (killed, status) = tokio::select! {
                 status = child.wait() => (false, status),
@@ -488,6 +580,7 @@ impl LocalExecutor {
             };
             if let Some(pgid) = pgid {
                 drain_and_reap(pgid, readers, config.grace).await;
+                guard.unregister(&bash, pgid);
             }
             match status {
                 Ok(status) => {

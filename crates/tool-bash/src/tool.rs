@@ -295,6 +295,9 @@ pub fn render_bash(value: &Value) -> String {
     )
 }
 
+/// Room kept in each background read for the notes about skipped bytes.
+const NOTE_ROOM: usize = 512;
+
 /// Job hooks over a background process: cancel kills the group, `done` reports the exit, and
 /// the reader returns new output of both streams, bounded to `limit` bytes each.
 fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
@@ -325,29 +328,47 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
     )
     .with_reader(move || {
         let mut cursors = cursors.lock().unwrap_or_else(|e| e.into_inner());
-        let out = reader.read_from(Stream::Stdout, cursors.0, limit);
-        let err = reader.read_from(Stream::Stderr, cursors.1, limit);
+        // The runtime bounds each read to `limit` bytes keeping the end, so the streams are
+        // sized to fit and the notes about skipped bytes come last, where the bound keeps them.
+        // Reads are offset-based, so sizing them first consumes nothing.
+        let budget = limit.saturating_sub(NOTE_ROOM).max(64);
+        let err_share = budget / 3;
+        let err_probe = reader.read_from(Stream::Stderr, cursors.1, err_share);
+        let out = reader.read_from(
+            Stream::Stdout,
+            cursors.0,
+            budget - err_probe.text.len().min(err_share),
+        );
+        let err = reader.read_from(
+            Stream::Stderr,
+            cursors.1,
+            budget.saturating_sub(out.text.len()).max(err_share),
+        );
         *cursors = (out.next_offset, err.next_offset);
-        let mut text = String::new();
-        for (read, label) in [(&out, "stdout"), (&err, "stderr")] {
-            if read.skipped_bytes > 0 {
-                let source = match (&read.spill_path, read.lossy) {
-                    (Some(path), false) => format!("; the full {label} is in {}", path.display()),
-                    _ => String::from("; they are lost"),
-                };
-                text.push_str(&format!(
-                    "[{} earlier bytes of {label} skipped{source}]\n",
-                    read.skipped_bytes
-                ));
-            }
-            if label == "stderr" && !read.text.is_empty() {
-                if !text.is_empty() && !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(markers::stderr_header());
+        let mut text = out.text.clone();
+        if !err.text.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&read.text);
+            text.push_str(markers::stderr_header());
+            text.push('\n');
+            text.push_str(&err.text);
+        }
+        for (read, label) in [(&out, "stdout"), (&err, "stderr")] {
+            if read.skipped_bytes == 0 {
+                continue;
+            }
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            let source = match (&read.spill_path, read.lossy) {
+                (Some(path), false) => format!("the full {label} is in {}", path.display()),
+                _ => String::from("they could not be kept"),
+            };
+            text.push_str(&format!(
+                "[{} earlier bytes of {label} were skipped; {source}]",
+                read.skipped_bytes
+            ));
         }
         text
     })

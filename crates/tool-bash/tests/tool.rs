@@ -435,6 +435,54 @@ async fn wait_returns_when_the_job_ends_and_kill_stops_the_whole_group() {
 }
 
 #[tokio::test]
+async fn a_read_that_skips_output_says_so_and_where_it_is() {
+    let h = harness(true);
+    let started = h
+        .registry
+        .execute(dsh_tools::ToolCall::new(
+            "c1",
+            "bash",
+            bg("seq 1 200000; echo the-end"),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .await;
+    assert!(!started.is_error, "{:?}", started.error);
+    h.jobs.settled("bash-1", None).await.unwrap();
+    let read = h
+        .registry
+        .execute(dsh_tools::ToolCall::new(
+            "c2",
+            "job_output",
+            json!({"job_id": "bash-1"}),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .await;
+    let text = dsh_tools::content_text(&read.content);
+    assert!(text.len() <= 30_000 + 64, "{}", text.len());
+    let note = text
+        .lines()
+        .find(|l| l.contains("earlier bytes of stdout were skipped"))
+        .unwrap_or_else(|| panic!("no skip note in {}", &text[text.len() - 300..]));
+    let path = note
+        .rsplit("the full stdout is in ")
+        .next()
+        .unwrap()
+        .trim_end_matches(']');
+    let expected: String =
+        (1..=200_000).map(|n| format!("{n}\n")).collect::<String>() + "the-end\n";
+    assert_eq!(std::fs::read_to_string(path).unwrap(), expected);
+    assert!(
+        text.contains("199999\n200000\nthe-end"),
+        "the newest output is shown"
+    );
+    assert!(
+        text.ends_with("[status: completed, exit code: 0]"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+}
+
+#[tokio::test]
 async fn cancelling_after_the_id_is_published_does_not_kill_the_job() {
     let h = harness(true);
     let mock = MockAdapter::new([
