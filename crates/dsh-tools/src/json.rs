@@ -167,19 +167,27 @@ impl Ord for Decimal {
 }
 
 fn decimal(number: &Number) -> Option<Decimal> {
-    Decimal::parse(&number.to_string())
+    Decimal::parse(number.as_str())
 }
 
 /// Whether a JSON number is mathematically an integer (`1.0` is; `0.5` is not).
 pub fn is_integer(number: &Number) -> bool {
+    let text = number.as_str();
+    // The common spelling needs no parsing: plain digits are an integer.
+    if !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        return true;
+    }
     decimal(number).is_some_and(|d| d.is_integer())
 }
 
 /// Whether two JSON numbers denote the same value, whatever their spelling.
 pub fn numbers_equal(a: &Number, b: &Number) -> bool {
+    if a.as_str() == b.as_str() {
+        return true;
+    }
     match (decimal(a), decimal(b)) {
         (Some(a), Some(b)) => a == b,
-        _ => a.to_string() == b.to_string(),
+        _ => false,
     }
 }
 
@@ -243,9 +251,11 @@ fn canonical_number(n: &Number) -> Number {
 /// that fails, once more with canonical number spellings (see the module docs). The first error
 /// is returned when both fail, since it names the author's real problem.
 pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, serde_json::Error> {
-    match serde_json::from_value(value.clone()) {
+    // Deserialising from a reference copies only what `T` keeps; the canonical copy is made
+    // only for the rare retry.
+    match T::deserialize(value) {
         Ok(typed) => Ok(typed),
-        Err(first) => serde_json::from_value(canonical_numbers(value)).map_err(|_| first),
+        Err(first) => T::deserialize(&canonical_numbers(value)).map_err(|_| first),
     }
 }
 
@@ -262,7 +272,11 @@ pub struct LocatedError {
 /// Like [`from_value`], but a failure names where in the value it happened
 /// (`/limit: invalid value: integer -1, expected u32`).
 pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, LocatedError> {
-    let attempt = |value: Value| -> Result<T, LocatedError> {
+    // Tracking the path costs on every field; do it only to explain a failure.
+    if let Ok(typed) = from_value(value) {
+        return Ok(typed);
+    }
+    let attempt = |value: &Value| -> Result<T, LocatedError> {
         serde_path_to_error::deserialize(value).map_err(|error| {
             let pointer = error
                 .path()
@@ -280,9 +294,9 @@ pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, Locat
             }
         })
     };
-    match attempt(value.clone()) {
+    match attempt(value) {
         Ok(typed) => Ok(typed),
-        Err(first) => attempt(canonical_numbers(value)).map_err(|_| first),
+        Err(first) => attempt(&canonical_numbers(value)).map_err(|_| first),
     }
 }
 

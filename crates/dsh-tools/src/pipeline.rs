@@ -33,13 +33,16 @@ impl ToolRegistry {
             outcome = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
         );
-        let started = Instant::now();
+        // Timing is only worth its clock reads when someone records the span.
+        let started = (!span.is_disabled()).then(Instant::now);
         let registry = self.clone();
         async move {
             let (_, result) = registry.execute_call(call).await;
             let span = tracing::Span::current();
-            span.record("outcome", result.code().map_or("OK", |c| c.as_str()));
-            span.record("duration_ms", started.elapsed().as_millis() as u64);
+            if let Some(started) = started {
+                span.record("outcome", result.code().map_or("OK", |c| c.as_str()));
+                span.record("duration_ms", started.elapsed().as_millis() as u64);
+            }
             match result.code() {
                 None => tracing::debug!("tool call succeeded"),
                 Some(FailureCode::Denied) => tracing::debug!("tool call denied"),
@@ -201,9 +204,12 @@ fn aborted_before_dispatch() -> ToolResult {
 
 /// Runs the pre-execute waterfall; `Some(reason)` denies. `Ask` goes to the approver.
 async fn pre_execute(execution: &Arc<ToolExecution>, hooks: &CallHooks) -> Option<String> {
+    if hooks.pre_execute.is_empty() {
+        return None;
+    }
     let failure = Arc::new(Mutex::new(None));
     let decision = PreNext {
-        chain: Arc::clone(&hooks.pre_execute),
+        chain: hooks.pre_execute.clone().into(),
         index: 0,
         execution: Arc::clone(execution),
         failure: Arc::clone(&failure),
@@ -278,6 +284,17 @@ async fn execute_stage(
     hooks: &CallHooks,
     sink: &Arc<CallSink>,
 ) -> ToolResult {
+    // Without wrappers the body is called directly: no boxed chain, no shared dispatch closure.
+    if hooks.wrappers.is_empty() {
+        let ctx = ExecContext {
+            execution: Arc::clone(execution),
+            args: Arc::clone(args),
+            signal: execution.signal.clone(),
+            sink: Arc::clone(sink),
+            services: registry.inner.services.clone(),
+        };
+        return timed_body(definition, execution, ctx).await;
+    }
     let dispatch_def = Arc::clone(definition);
     let dispatch_exec = Arc::clone(execution);
     let dispatch_args = Arc::clone(args);
@@ -297,7 +314,7 @@ async fn execute_stage(
             Box::pin(async move { timed_body(&def, &exec, ctx).await })
         });
     ExecuteNext {
-        chain: Arc::clone(&hooks.wrappers),
+        chain: hooks.wrappers.clone().into(),
         index: 0,
         execution: Arc::clone(execution),
         signal: execution.signal.clone(),

@@ -113,9 +113,9 @@ impl State {
                 .collect()
         }
         CallHooks {
-            pre_execute: collect(&layers, |l| &l.pre_execute).into(),
+            pre_execute: collect(&layers, |l| &l.pre_execute),
             guards: collect(&layers, |l| &l.guards),
-            wrappers: collect(&layers, |l| &l.wrappers).into(),
+            wrappers: collect(&layers, |l| &l.wrappers),
             post_execute: collect(&layers, |l| &l.post_execute),
             observers: collect(&layers, |l| &l.observers),
             approver: layers
@@ -128,9 +128,9 @@ impl State {
 
 /// A snapshot of the hooks that apply to one call, taken when it starts.
 pub(crate) struct CallHooks {
-    pub(crate) pre_execute: Arc<[PreExecuteFn]>,
+    pub(crate) pre_execute: Vec<PreExecuteFn>,
     pub(crate) guards: Vec<GuardFn>,
-    pub(crate) wrappers: Arc<[ExecuteWrapperFn]>,
+    pub(crate) wrappers: Vec<ExecuteWrapperFn>,
     pub(crate) post_execute: Vec<PostExecuteFn>,
     pub(crate) observers: Vec<ResultObserverFn>,
     pub(crate) approver: Option<Arc<dyn Approver>>,

@@ -39,9 +39,70 @@ impl fmt::Display for Violation {
 /// Numbers are compared losslessly: an integer beyond `u64` is still an integer, `1.0` is a valid
 /// integer, and `enum`/`const` compare numbers by value.
 pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation>> {
+    // The common case, a valid value, takes a pass that allocates nothing; pointers and
+    // messages are built only when there is something to report.
+    if is_valid(schema, value) {
+        return Ok(());
+    }
     let mut out = Vec::new();
     check(schema, value, "", &mut out);
-    if out.is_empty() { Ok(()) } else { Err(out) }
+    // The two passes implement the same rules; every test run checks they agree.
+    debug_assert!(
+        !out.is_empty(),
+        "the diagnostic pass found nothing the fast pass refused"
+    );
+    if out.is_empty() {
+        out.push(Violation::new("", "the value does not match the schema"));
+    }
+    Err(out)
+}
+
+/// Whether a value is valid, without building any diagnostics.
+pub(crate) fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
+    match &schema.kind {
+        SchemaKind::Json => true,
+        SchemaKind::Scalar {
+            ty,
+            allowed,
+            constant,
+        } => {
+            ty.matches(value)
+                && allowed
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.iter().any(|a| values_equal(a, value)))
+                && constant
+                    .as_ref()
+                    .is_none_or(|constant| values_equal(constant, value))
+        }
+        SchemaKind::Array { items } => match value {
+            Value::Array(list) => items
+                .as_ref()
+                .is_none_or(|items| list.iter().all(|item| is_valid(items, item))),
+            _ => false,
+        },
+        SchemaKind::Object(object) => {
+            let Value::Object(map) = value else {
+                return false;
+            };
+            object.required.iter().all(|name| map.contains_key(name))
+                && map.iter().all(|(key, item)| match object.property(key) {
+                    Some(schema) => is_valid(schema, item),
+                    None => object.additional_properties,
+                })
+        }
+        SchemaKind::OneOf(branches) => {
+            let mut matched = 0;
+            for branch in branches {
+                if is_valid(branch, value) {
+                    matched += 1;
+                    if matched > 1 {
+                        return false;
+                    }
+                }
+            }
+            matched == 1
+        }
+    }
 }
 
 fn check(schema: &ValueSchema, value: &Value, at: &str, out: &mut Vec<Violation>) {
