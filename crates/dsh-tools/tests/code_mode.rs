@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+#[path = "support/typescript.rs"]
+mod typescript;
 
 use dsh_tools::{
     ContentBlock, ExecContext, PostDecision, Tool, ToolDefinition, ToolError, ToolOutput,
@@ -13,8 +15,7 @@ use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use support::{expect_value, run};
 
@@ -239,58 +240,13 @@ fn sdk_declarations_are_stable_and_sorted() {
     insta::assert_snapshot!("code_mode_sdk", sdk);
 }
 
-/// Provisions the TypeScript compiler into `target/ts` on first use and returns the path of
-/// its `tsc` script.
-fn typescript_compiler() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let prefix = target.join("ts");
-    let tsc = prefix.join("node_modules/typescript/bin/tsc");
-    if tsc.exists() {
-        return tsc;
-    }
-    std::fs::create_dir_all(&prefix).unwrap();
-    let status = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-        ])
-        .arg(&prefix)
-        .arg("typescript@5")
-        .status()
-        .unwrap_or_else(|e| {
-            panic!("this test needs node and npm to install the TypeScript compiler: {e}")
-        });
-    assert!(status.success(), "npm install typescript failed: {status}");
-    assert!(
-        tsc.exists(),
-        "npm install did not produce {}",
-        tsc.display()
-    );
-    tsc
-}
-
 fn type_check(sdk: &str, program: &str) -> (bool, String) {
     let dir = tempfile_dir();
     std::fs::write(dir.join("sdk.d.ts"), sdk).unwrap();
     std::fs::write(dir.join("program.ts"), program).unwrap();
-    let output = Command::new("node")
-        .arg(typescript_compiler())
-        .args([
-            "--strict", "--noEmit", "--target", "es2020", "--lib", "es2020",
-        ])
-        .arg(dir.join("sdk.d.ts"))
-        .arg(dir.join("program.ts"))
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs node to run the TypeScript compiler: {e}"));
-    let log = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
+    let outcome = typescript::check(&[&dir.join("sdk.d.ts"), &dir.join("program.ts")]);
     let _ = std::fs::remove_dir_all(&dir);
-    (output.status.success(), log)
+    outcome
 }
 
 fn tempfile_dir() -> PathBuf {

@@ -2,6 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../crates/dsh-tools/tests/support/typescript.rs"]
+mod typescript;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -235,57 +238,6 @@ fn bad_command_lines_are_refused_with_the_usage() {
     assert!(stderr(&output).contains("usage:"));
 }
 
-/// Provisions the TypeScript compiler into `target/ts` (shared with the dsh-tools tests).
-fn typescript_compiler() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let prefix = target.join("ts");
-    let tsc = prefix.join("node_modules/typescript/bin/tsc");
-    if tsc.exists() {
-        return tsc;
-    }
-    std::fs::create_dir_all(&prefix).unwrap();
-    // Two test binaries may get here at once; one installs, the other waits for it.
-    let lock = prefix.join(".installing");
-    let owner = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&lock)
-        .is_ok();
-    if owner {
-        let status = Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-            ])
-            .arg(&prefix)
-            .arg("typescript@5")
-            .status()
-            .unwrap_or_else(|e| {
-                panic!("this test needs node and npm to install the TypeScript compiler: {e}")
-            });
-        let _ = std::fs::remove_file(&lock);
-        assert!(status.success(), "npm install typescript failed: {status}");
-    } else {
-        for _ in 0..600 {
-            if tsc.exists() && !lock.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    }
-    assert!(
-        tsc.exists(),
-        "the TypeScript compiler is missing at {}",
-        tsc.display()
-    );
-    tsc
-}
-
 #[test]
 fn the_sdk_type_checks_with_the_typescript_compiler() {
     let output = dsh_agent(&["sdk"], None);
@@ -311,19 +263,7 @@ void main;
 "#,
     )
     .unwrap();
-    let checked = Command::new("node")
-        .arg(typescript_compiler())
-        .args([
-            "--strict", "--noEmit", "--target", "es2020", "--lib", "es2020",
-        ])
-        .arg(dir.path().join("sdk.d.ts"))
-        .arg(dir.path().join("program.ts"))
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs node: {e}"));
-    assert!(
-        checked.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    let (ok, log) =
+        typescript::check(&[&dir.path().join("sdk.d.ts"), &dir.path().join("program.ts")]);
+    assert!(ok, "{log}");
 }
