@@ -7,12 +7,14 @@
 //!   with the exit code or signal beside it. Errors and background acknowledgements have no
 //!   exit status and get the generic card.
 //!
-//! The exit status is read from the text with [`parse_exit_status`]. When the record's
-//! presentation meta carries `{"exitCode": …, "signal": …}` those facts win, because the text
-//! cannot tell a successful run apart from one whose own last output line looks like a marker.
+//! When the record's presentation meta carries `{"exitCode": …, "signal": …}` (the `bash` tool
+//! always writes it for a foreground run), those facts decide both the badge and the output:
+//! exactly the marker they imply is removed ([`strip_status_marker`]), so a successful command
+//! whose own last line looks like a marker keeps that line. Without the meta the status is read
+//! back from the text with [`parse_exit_status`].
 
 use crate::args::{Integer, NonBlank, soft};
-use crate::markers::{is_background_started, no_output, parse_exit_status};
+use crate::markers::{ExitOutcome, no_output, parse_exit_status, strip_status_marker};
 use dsh_tools::card::{GenericCallView, TerminalCallView, TerminalResultView, ToolKind};
 use dsh_tools::{ToolCallView, ToolResultRecord, ToolResultView, content_text};
 use serde::Deserialize;
@@ -66,15 +68,24 @@ pub fn present_call(args: &Value) -> Option<ToolCallView> {
 pub fn present_result(args: &Value, record: &ToolResultRecord) -> Option<ToolResultView> {
     let args: BashArgs = soft(args)?;
     let text = content_text(&record.content);
-    if record.is_error || is_background_started(&text) {
+    if record.is_error || args.run_in_background == Some(true) {
         return Some(ToolResultView::fallback(record));
     }
-    let parsed = parse_exit_status(&text);
-    let (exit_code, signal) = match exit_meta(record.meta.as_ref()) {
-        Some(meta) => (meta.exit_code, meta.signal),
-        None => (parsed.exit_code, parsed.signal),
+    let (body, exit_code, signal) = match exit_meta(record.meta.as_ref()) {
+        Some(meta) => {
+            let outcome = ExitOutcome {
+                exit_code: meta.exit_code,
+                signal: meta.signal,
+            };
+            let body = strip_status_marker(&text, &outcome).to_owned();
+            (body, outcome.exit_code, outcome.signal)
+        }
+        None => {
+            let parsed = parse_exit_status(&text);
+            (parsed.body, parsed.exit_code, parsed.signal)
+        }
     };
-    let output = (!parsed.body.is_empty() && parsed.body != no_output()).then_some(parsed.body);
+    let output = (!body.is_empty() && body != no_output()).then_some(body);
     Some(ToolResultView::Terminal(TerminalResultView {
         title: Some(args.command.0),
         output,
@@ -83,10 +94,12 @@ pub fn present_result(args: &Value, record: &ToolResultRecord) -> Option<ToolRes
     }))
 }
 
-/// The persisted exit facts, when the meta holds well-formed ones.
+/// The persisted exit facts, when the meta names at least one of them and holds well-formed
+/// values. Both may be null: an outcome nobody observed, for which the tool wrote no marker.
 fn exit_meta(meta: Option<&Value>) -> Option<ExitMeta> {
-    let meta: ExitMeta = soft(meta?)?;
-    (meta.exit_code.is_some() || meta.signal.is_some()).then_some(meta)
+    let meta = meta?;
+    let names_a_fact = meta.get("exitCode").is_some() || meta.get("signal").is_some();
+    names_a_fact.then(|| soft(meta)).flatten()
 }
 
 fn non_empty(text: String) -> Option<String> {

@@ -11,7 +11,8 @@
 //!    [`exit_code_marker`]; nothing for exit code 0).
 //!
 //! [`parse_exit_status`] inverts the last step, so a card can show the exit status as a badge
-//! and the output without it. Everything else stays in the body: truncation and timeout lines
+//! and the output without it; when the outcome is known from elsewhere,
+//! [`strip_status_marker`] removes exactly its marker. Everything else stays in the body: truncation and timeout lines
 //! are facts the reader of the output should see.
 
 /// Opens the exit-code marker; the code and [`MARKER_CLOSE`] follow.
@@ -125,11 +126,6 @@ pub fn background_started(job_id: &str) -> String {
     format!("{BACKGROUND_STARTED}{job_id}")
 }
 
-/// Whether a text is a background-start acknowledgement ([`background_started`]).
-pub fn is_background_started(text: &str) -> bool {
-    text.starts_with(BACKGROUND_STARTED)
-}
-
 /// Appends the outcome's status marker to `body`, on its own line.
 ///
 /// A non-empty body is always separated from the marker by exactly one `"\n"`, even when it
@@ -205,6 +201,23 @@ pub fn parse_exit_status(text: &str) -> ExitStatus {
             signal: None,
         },
     }
+}
+
+/// The body of a text whose outcome is known: the text without exactly the status marker
+/// [`render_markers`] appended for `outcome`, and nothing else.
+///
+/// Unlike [`parse_exit_status`] this never mistakes the command's own last line for a marker:
+/// for exit code 0, and for an unknown outcome, the text is returned whole.
+pub fn strip_status_marker<'a>(text: &'a str, outcome: &ExitOutcome) -> &'a str {
+    let Some(marker) = status_marker(outcome) else {
+        return text;
+    };
+    if text == marker {
+        return "";
+    }
+    text.strip_suffix(marker.as_str())
+        .and_then(|body| body.strip_suffix('\n'))
+        .unwrap_or(text)
 }
 
 /// Reads one line as a status marker, accepting exactly what [`status_marker`] writes.

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use presenters::markers::parse_status_marker;
+use presenters::markers::{parse_status_marker, strip_status_marker};
 use presenters::{
     ExitOutcome, ExitStatus, Truncation, parse_exit_status, render_markers, render_shell_output,
 };
@@ -193,6 +193,16 @@ proptest! {
             parse_exit_status(&text),
             ExitStatus { body, exit_code: expected_code, signal: outcome.signal.clone() }
         );
+    }
+
+    #[test]
+    fn a_known_outcome_strips_exactly_its_own_marker(
+        body in body(),
+        outcome in prop_oneof![outcome(), Just(ExitOutcome::default())],
+    ) {
+        // No ambiguity to assume away: the outcome says which marker, if any, was appended.
+        let text = render_markers(&body, &outcome);
+        prop_assert_eq!(strip_status_marker(&text, &outcome), body.as_str());
     }
 
     #[test]

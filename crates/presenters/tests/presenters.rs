@@ -180,20 +180,47 @@ fn bash_result_cards() {
             Some("SIGKILL"),
         ),
     );
-    // Persisted exit facts win over the text, which cannot tell exit 0 from a marker-like line.
+    // Persisted exit facts win over the text, which cannot tell exit 0 from a marker-like line:
+    // after a successful run that line is the command's own output and stays in the body.
     check(
         "ok\n[exit code: 3]",
         false,
         Some(json!({"exitCode": 0, "signal": null})),
-        terminal_result("make", Some("ok"), Some(0), None),
+        terminal_result("make", Some("ok\n[exit code: 3]"), Some(0), None),
+    );
+    // Exactly the marker the facts imply is removed, and only that one.
+    check(
+        "ok\n[exit code: 3]",
+        false,
+        Some(json!({"exitCode": 3, "signal": null})),
+        terminal_result("make", Some("ok"), Some(3), None),
     );
     check(
-        "ok",
+        "[exit code: 3]\n[killed by signal: SIGTERM]",
         false,
         Some(json!({"exitCode": null, "signal": "SIGTERM"})),
-        terminal_result("make", Some("ok"), None, Some("SIGTERM")),
+        terminal_result("make", Some("[exit code: 3]"), None, Some("SIGTERM")),
+    );
+    check(
+        "[killed by signal: SIGTERM]",
+        false,
+        Some(json!({"exitCode": null, "signal": "SIGTERM"})),
+        terminal_result("make", None, None, Some("SIGTERM")),
+    );
+    // An outcome nobody observed wrote no marker: a marker-like last line is output.
+    check(
+        "ok\n[exit code: 3]",
+        false,
+        Some(json!({"exitCode": null, "signal": null})),
+        terminal_result("make", Some("ok\n[exit code: 3]"), None, None),
     );
     // Meta without exit facts, or with malformed ones, is ignored.
+    check(
+        "ok\n[exit code: 3]",
+        false,
+        Some(json!({"other": 1})),
+        terminal_result("make", Some("ok"), Some(3), None),
+    );
     check(
         "ok\n[exit code: 3]",
         false,
@@ -213,11 +240,22 @@ fn bash_result_cards() {
         None,
         generic_result("ABORTED: the call was cancelled"),
     );
+    // A background start is known from its arguments, not from what its text looks like.
+    check_result(
+        "bash",
+        json!({"command": "make", "description": "Build", "run_in_background": true}),
+        record(
+            &presenters::markers::background_started("bash-4"),
+            false,
+            None,
+        ),
+        Some(generic_result("started background job bash-4")),
+    );
     check(
-        &presenters::markers::background_started("bash-4"),
+        "started background job x\n",
         false,
         None,
-        generic_result("started background job bash-4"),
+        terminal_result("make", Some("started background job x\n"), Some(0), None),
     );
     check_result(
         "bash",

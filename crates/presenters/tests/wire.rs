@@ -6,9 +6,11 @@
 mod support;
 
 use dsh_tools::json::values_equal;
+use dsh_tools::{ToolCallView, ToolResultView, ValueSchema};
 use pretty_assertions::assert_eq;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 use support::{call_fixtures, fixture_json, fixtures_dir, result_fixtures};
@@ -55,23 +57,39 @@ fn every_card_variant_has_a_fixture() {
                 .map(|(_, card)| format!("result:{}", tag(card))),
         )
         .collect();
-    let expected: BTreeSet<String> = [
-        "call:generic",
-        "call:terminal",
-        "call:diff",
-        "result:generic",
-        "result:terminal",
-        "result:diff",
-        "result:search/matches",
-        "result:search/paths",
-        "result:read",
-        "result:web/search",
-        "result:web/fetch",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    // The variants come from the types' own schemas, so a new card variant fails this test
+    // until it has a fixture.
+    let expected: BTreeSet<String> = schema_tags::<ToolCallView>("call")
+        .into_iter()
+        .chain(schema_tags::<ToolResultView>("result"))
+        .collect();
     assert_eq!(tags, expected);
+}
+
+/// Every variant a card type's schema allows, spelled as [`tag`] spells a card: each object
+/// schema that fixes `card`, with its fixed `shape` (or, for web cards, `kind`).
+fn schema_tags<T: schemars::JsonSchema>(side: &str) -> BTreeSet<String> {
+    fn walk(schema: &Value, side: &str, out: &mut BTreeSet<String>) {
+        match schema {
+            Value::Object(map) => {
+                let fixed = |key: &str| schema["properties"][key]["const"].as_str();
+                if let Some(card) = fixed("card") {
+                    let inner = fixed("shape").or_else(|| fixed("kind").filter(|_| card == "web"));
+                    out.insert(match inner {
+                        Some(inner) => format!("{side}:{card}/{inner}"),
+                        None => format!("{side}:{card}"),
+                    });
+                }
+                map.values().for_each(|v| walk(v, side, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, side, out)),
+            _ => {}
+        }
+    }
+    let schema = ValueSchema::for_type::<T>().unwrap().to_json();
+    let mut out = BTreeSet::new();
+    walk(&schema, side, &mut out);
+    out
 }
 
 #[test]
