@@ -55,7 +55,8 @@ pub fn is_credential(name: &str) -> bool {
 }
 
 fn is_managed(name: &str) -> bool {
-    name.to_ascii_uppercase().starts_with("DSH_")
+    name.get(..4)
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("DSH_"))
 }
 
 /// Builds the child environment from `parent` (usually `std::env::vars_os()`).

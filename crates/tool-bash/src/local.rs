@@ -17,8 +17,8 @@ use crate::env::child_env;
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT, DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT,
-    ProcessStatus, ShellError, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult,
-    ShellSpec, Stream, StreamRead,
+    ProcessStatus, ShellError, ShellExecutor, ShellLimits, ShellProcess, ShellRequest,
+    ShellRunResult, ShellSpec, Stream, StreamRead,
 };
 use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
@@ -71,34 +71,39 @@ impl Default for LocalConfig {
     }
 }
 
-/// The private spill directory, created on first use.
+/// The private spill directory, created on first use. A failed creation is not remembered:
+/// the next spill tries again, so one transient error does not turn spilling off for good.
 #[derive(Debug)]
 struct SpillDir {
     root: Option<PathBuf>,
-    dir: OnceLock<Result<tempfile::TempDir, String>>,
+    dir: OnceLock<tempfile::TempDir>,
 }
 
 impl SpillDir {
-    fn path(&self) -> Result<&Path, String> {
-        let dir = self.dir.get_or_init(|| {
-            let root = self.root.clone().unwrap_or_else(std::env::temp_dir);
-            // A random name, and mode 0700 set at creation (not after: no window).
-            tempfile::Builder::new()
-                .prefix("dsh-spill-")
-                .permissions(std::fs::Permissions::from_mode(0o700))
-                .tempdir_in(&root)
-                .map_err(|e| format!("cannot create a spill directory in {}: {e}", root.display()))
-        });
-        match dir {
-            Ok(dir) => Ok(dir.path()),
-            Err(error) => Err(error.clone()),
+    fn path(&self) -> std::io::Result<&Path> {
+        if let Some(dir) = self.dir.get() {
+            return Ok(dir.path());
         }
+        let root = self.root.clone().unwrap_or_else(std::env::temp_dir);
+        // A random name, and mode 0700 set at creation (not after: no window).
+        let created = tempfile::Builder::new()
+            .prefix("dsh-spill-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&root)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot create a spill directory in {}: {e}", root.display()),
+                )
+            })?;
+        // Two first spills may race; the loser's empty directory is removed when it drops.
+        Ok(self.dir.get_or_init(|| created).path())
     }
 }
 
 impl SpillSink for SpillDir {
     fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
-        let dir = self.path().map_err(std::io::Error::other)?;
+        let dir = self.path()?;
         // A random name, and mode 0600 set at creation.
         let file = tempfile::Builder::new()
             .prefix(&format!("{label}-"))
@@ -150,11 +155,7 @@ impl LocalExecutor {
 
     /// The private spill directory, once something spilled.
     pub fn spill_dir(&self) -> Option<PathBuf> {
-        self.spill
-            .dir
-            .get()
-            .and_then(|d| d.as_ref().ok())
-            .map(|d| d.path().to_path_buf())
+        self.spill.dir.get().map(|d| d.path().to_path_buf())
     }
 
     fn sink(&self) -> Arc<dyn SpillSink> {
@@ -181,7 +182,7 @@ impl LocalExecutor {
         command
     }
 
-    fn spawn(&self, spec: &ShellSpec) -> Result<Child, ShellError> {
+    fn spawn(&self, spec: &mut ShellSpec) -> Result<Child, ShellError> {
         let mut child = self.command(spec).spawn().map_err(|error| {
             if error.kind() == std::io::ErrorKind::NotFound {
                 ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
@@ -192,7 +193,7 @@ impl LocalExecutor {
         if let Some(pgid) = child.id() {
             self.guard.register(&self.bash, pgid as i32);
         }
-        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.take(), child.stdin.take()) {
             tokio::spawn(async move {
                 // A command that does not read its stdin closes the pipe; that is not an error.
                 let _ = stdin.write_all(&bytes).await;
@@ -219,18 +220,42 @@ for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
 
 #[derive(Debug, Default)]
 struct OrphanGuard {
-    process: Mutex<Option<(std::process::Child, std::process::ChildStdin)>>,
+    state: Mutex<GuardState>,
+}
+
+#[derive(Debug, Default)]
+struct GuardState {
+    /// The guard process and the write end of its pipe, while it runs.
+    process: Option<(std::process::Child, std::process::ChildStdin)>,
+    /// Every group registered and not yet unregistered: what a new guard is told first.
+    live: std::collections::BTreeSet<i32>,
 }
 
 impl OrphanGuard {
-    fn send(&self, bash: &Path, line: &str) {
+    fn register(&self, bash: &Path, pgid: i32) {
+        let mut state = lock(&self.state);
+        state.live.insert(pgid);
+        state.send(bash, &format!("add {pgid}\n"));
+    }
+
+    fn unregister(&self, bash: &Path, pgid: i32) {
+        let mut state = lock(&self.state);
+        if state.live.remove(&pgid) {
+            state.send(bash, &format!("del {pgid}\n"));
+        }
+    }
+}
+
+impl GuardState {
+    /// Sends one line. A guard found gone (killed by someone) is replaced, and the new one is
+    /// told every live group before the line, so no group goes unguarded.
+    fn send(&mut self, bash: &Path, line: &str) {
         use std::io::Write;
-        let mut slot = lock(&self.process);
         for _ in 0..2 {
-            if slot.is_none() {
-                *slot = OrphanGuard::start(bash);
+            if self.process.is_none() {
+                self.process = GuardState::start(bash, &self.live);
             }
-            let Some((_, stdin)) = slot.as_mut() else {
+            let Some((_, stdin)) = self.process.as_mut() else {
                 return;
             };
             if stdin
@@ -240,15 +265,18 @@ impl OrphanGuard {
             {
                 return;
             }
-            // The guard is gone (killed by someone): start a new one and register again.
             tracing::warn!("the orphan guard exited; starting a new one");
-            if let Some((mut child, _)) = slot.take() {
+            if let Some((mut child, _)) = self.process.take() {
                 let _ = child.wait();
             }
         }
     }
 
-    fn start(bash: &Path) -> Option<(std::process::Child, std::process::ChildStdin)> {
+    fn start(
+        bash: &Path,
+        live: &std::collections::BTreeSet<i32>,
+    ) -> Option<(std::process::Child, std::process::ChildStdin)> {
+        use std::io::Write;
         use std::os::unix::process::CommandExt as _;
         let spawned = std::process::Command::new(bash)
             .arg("-c")
@@ -260,23 +288,23 @@ impl OrphanGuard {
             // Its own group: killing a command's group never reaches the guard.
             .process_group(0)
             .spawn();
-        match spawned {
-            Ok(mut child) => child.stdin.take().map(|stdin| (child, stdin)),
+        let (child, mut stdin) = match spawned {
+            Ok(mut child) => {
+                let stdin = child.stdin.take()?;
+                (child, stdin)
+            }
             Err(error) => {
                 tracing::warn!(
                     "cannot start the orphan guard: {error}; a crashed harness may leave commands running"
                 );
-                None
+                return None;
             }
+        };
+        let known: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
+        if let Err(error) = stdin.write_all(known.as_bytes()) {
+            tracing::warn!("cannot brief the new orphan guard: {error}");
         }
-    }
-
-    fn register(&self, bash: &Path, pgid: i32) {
-        self.send(bash, &format!("add {pgid}\n"));
-    }
-
-    fn unregister(&self, bash: &Path, pgid: i32) {
-        self.send(bash, &format!("del {pgid}\n"));
+        Some((child, stdin))
     }
 }
 
@@ -284,7 +312,8 @@ impl Drop for OrphanGuard {
     fn drop(&mut self) {
         // Closing the pipe makes the guard kill whatever is still registered (nothing, after an
         // orderly shutdown) and exit; reap it so no zombie is left.
-        if let Some((mut child, stdin)) = self.process.get_mut().ok().and_then(Option::take) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((mut child, stdin)) = state.process.take() {
             drop(stdin);
             let _ = child.wait();
         }
@@ -350,7 +379,11 @@ fn group_alive(pgid: i32) -> bool {
 /// Waits (bounded) until no live process is left in the group.
 async fn await_group_gone(pgid: i32, bound: Duration) {
     let deadline = Instant::now() + bound;
-    while group_alive(pgid) && Instant::now() < deadline {
+    while group_alive(pgid) {
+        if Instant::now() >= deadline {
+            tracing::warn!(pgid, "a process of the group is still alive after SIGKILL");
+            return;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -392,16 +425,19 @@ fn signal_name(status: &ExitStatus) -> Option<String> {
         })
 }
 
-/// Splits the visible budget between the streams: stderr keeps up to a third when both do not
-/// fit, stdout gets the rest (at most its own budget).
+/// Splits the visible budget between the streams. Stdout never shows more than `stdout_max`.
+/// When both streams fit in `visible.max(stdout_max)` nothing else is cut; otherwise stderr
+/// keeps at least a third of `visible` (all of itself when shorter) plus whatever stdout leaves
+/// of `visible`, and stdout gets the rest within `stdout_max`.
 fn budgets(stdout: u64, stderr: u64, visible: usize, stdout_max: usize) -> (usize, usize) {
+    let stdout_max = stdout_max.max(1);
     let total = visible.max(stdout_max);
-    if stdout + stderr <= total as u64 {
-        return (total, total);
+    if stdout.saturating_add(stderr) <= total as u64 {
+        return (stdout_max, total);
     }
-    let err = (stderr as usize)
-        .min(visible / 3)
-        .max(visible.saturating_sub(stdout as usize).min(stderr as usize));
+    let stderr = usize::try_from(stderr).unwrap_or(usize::MAX);
+    let left_by_stdout = visible.saturating_sub(usize::try_from(stdout).unwrap_or(usize::MAX));
+    let err = stderr.min((visible / 3).max(left_by_stdout));
     let out = stdout_max.min(total.saturating_sub(err));
     (out.max(1), err.max(1))
 }
@@ -409,14 +445,14 @@ fn budgets(stdout: u64, stderr: u64, visible: usize, stdout_max: usize) -> (usiz
 impl ShellExecutor for LocalExecutor {
     fn resolve(
         &self,
-        request: ShellRequest,
+        mut request: ShellRequest,
         session_cwd: Option<&Path>,
     ) -> Result<ShellSpec, ShellError> {
         let base = session_cwd
             .map(Path::to_path_buf)
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("/"));
-        let workdir = match request.workdir {
+        let workdir = match request.workdir.take() {
             Some(dir) if dir.is_absolute() => dir,
             Some(dir) => base.join(dir),
             None => base,
@@ -426,21 +462,12 @@ impl ShellExecutor for LocalExecutor {
             Ok(_) => return Err(ShellError::WorkdirNotDirectory(workdir)),
             Err(_) => return Err(ShellError::WorkdirMissing(workdir)),
         }
-        Ok(ShellSpec {
-            command: request.command,
-            workdir,
-            timeout: request
-                .timeout
-                .unwrap_or(self.config.default_timeout)
-                .min(self.config.max_timeout),
-            stdout_max_bytes: request
-                .stdout_max_bytes
-                .unwrap_or(self.config.visible_bytes),
-            stdin: request.stdin,
-            env: request.env,
-            managed: request.managed,
-            signal: request.signal.unwrap_or_default(),
-        })
+        let limits = ShellLimits {
+            default_timeout: self.config.default_timeout,
+            max_timeout: self.config.max_timeout,
+            visible_bytes: self.config.visible_bytes,
+        };
+        Ok(ShellSpec::from_request(request, workdir, &limits))
     }
 
     fn run(&self, spec: ShellSpec) -> BoxFuture<'static, Result<ShellRunResult, ShellError>> {
@@ -461,7 +488,7 @@ enum Cause {
 }
 
 impl LocalExecutor {
-    async fn run_foreground(&self, spec: ShellSpec) -> Result<ShellRunResult, ShellError> {
+    async fn run_foreground(&self, mut spec: ShellSpec) -> Result<ShellRunResult, ShellError> {
         let started = Instant::now();
         let config = Arc::clone(&self.config);
         let stdout_window = spec.stdout_max_bytes.max(config.visible_bytes);
@@ -477,8 +504,12 @@ impl LocalExecutor {
             config.spill_cap_bytes,
             Some(self.sink()),
         )));
-        let mut child = self.spawn(&spec)?;
+        let mut child = self.spawn(&mut spec)?;
         let pgid = child.id().map(|id| id as i32);
+        let reaper = Reaper {
+            executor: self,
+            pgid,
+        };
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
             readers.push(pump(out, Arc::clone(&stdout)));
@@ -500,8 +531,8 @@ impl LocalExecutor {
             .map_err(|e| ShellError::Spawn(format!("waiting for the command failed: {e}")))?;
         if let Some(pgid) = pgid {
             drain_and_reap(pgid, readers, config.grace).await;
-            self.guard.unregister(&self.bash, pgid);
         }
+        reaper.done();
         let (out_total, err_total) = (lock(&stdout).total(), lock(&stderr).total());
         let (out_budget, err_budget) = budgets(
             out_total,
@@ -523,7 +554,7 @@ impl LocalExecutor {
         })
     }
 
-    fn start_background(&self, spec: ShellSpec) -> Arc<dyn ShellProcess> {
+    fn start_background(&self, mut spec: ShellSpec) -> Arc<dyn ShellProcess> {
         let config = Arc::clone(&self.config);
         let window = config.background_window_bytes;
         let process = Arc::new(LocalProcess {
@@ -548,7 +579,7 @@ impl LocalExecutor {
             done: watch::channel(false).0,
             _spill: Arc::clone(&self.spill),
         });
-        let mut child = match self.spawn(&spec) {
+        let mut child = match self.spawn(&mut spec) {
             Ok(child) => child,
             Err(error) => {
                 lock(&process.stderr).push(format!("{error}\n").as_bytes());
@@ -602,6 +633,36 @@ impl LocalExecutor {
     }
 }
 
+/// Owns a foreground command's process group until it was reaped: if the `run` future is
+/// dropped first (a caller's timeout, an aborted task), the group is killed right away rather
+/// than left running until the executor goes.
+struct Reaper<'a> {
+    executor: &'a LocalExecutor,
+    pgid: Option<i32>,
+}
+
+impl Reaper<'_> {
+    /// The group was reaped: stop guarding it.
+    fn done(mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            self.executor.guard.unregister(&self.executor.bash, pgid);
+        }
+    }
+}
+
+impl Drop for Reaper<'_> {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            tracing::debug!(pgid, "a foreground run was dropped; killing its group");
+            signal_group(pgid, Signal::SIGKILL);
+            self.executor.guard.unregister(&self.executor.bash, pgid);
+        }
+    }
+}
+
+/// How long the readers may take the bytes left in the pipes after the group was killed.
+const READ_REMAINDER: Duration = Duration::from_millis(200);
+
 /// After the shell exited: drain its pipes for at most `grace`, then kill whatever is left of
 /// its group and wait (bounded) until it is gone.
 async fn drain_and_reap(pgid: i32, readers: Vec<tokio::task::JoinHandle<()>>, grace: Duration) {
@@ -609,17 +670,22 @@ async fn drain_and_reap(pgid: i32, readers: Vec<tokio::task::JoinHandle<()>>, gr
         .iter()
         .map(tokio::task::JoinHandle::abort_handle)
         .collect();
-    let drained = tokio::time::timeout(grace, futures::future::join_all(readers)).await;
-    if drained.is_err() {
+    let mut readers = futures::future::join_all(readers);
+    if tokio::time::timeout(grace, &mut readers).await.is_err() {
         tracing::debug!(
             pgid,
             "output pipes still open after the shell exited; killing the rest of its group"
         );
-    }
-    signal_group(pgid, Signal::SIGKILL);
-    // With the group killed the pipes close; a reader that is somehow still blocked is stopped.
-    for abort in aborts {
-        abort.abort();
+        signal_group(pgid, Signal::SIGKILL);
+        // With the group killed the pipes close: take what was still in them. A reader that is
+        // still blocked after that (a pipe passed to a process outside the group) is stopped.
+        if tokio::time::timeout(READ_REMAINDER, readers).await.is_err() {
+            for abort in aborts {
+                abort.abort();
+            }
+        }
+    } else {
+        signal_group(pgid, Signal::SIGKILL);
     }
     await_group_gone(pgid, grace).await;
 }
@@ -696,5 +762,77 @@ impl ShellProcess for LocalProcess {
         }
         self.kill.cancel();
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_hold_stdout_to_its_own_limit_and_keep_a_third_for_stderr() {
+        // (stdout, stderr, visible, stdout_max) -> (stdout budget, stderr budget)
+        let cases = [
+            // Both fit: nothing is cut but stdout's own limit.
+            ((5_000, 0, 30_000, 100), (100, 30_000)),
+            ((5_000, 5_000, 30_000, 30_000), (30_000, 30_000)),
+            // Too much of both: stderr keeps a third, stdout the rest.
+            ((20_000, 20_000, 30_000, 30_000), (20_000, 10_000)),
+            ((90_000, 90_000, 30_000, 30_000), (20_000, 10_000)),
+            // Short stdout leaves its room to stderr.
+            ((1_000, 50_000, 30_000, 30_000), (1_000, 29_000)),
+            // Short stderr is shown whole.
+            ((50_000, 10, 30_000, 30_000), (29_990, 10)),
+            // A caller's larger stdout budget widens the total.
+            ((90_000, 20_000, 30_000, 100_000), (90_000, 10_000)),
+        ];
+        for ((stdout, stderr, visible, stdout_max), expected) in cases {
+            assert_eq!(
+                budgets(stdout, stderr, visible, stdout_max),
+                expected,
+                "stdout {stdout}, stderr {stderr}, visible {visible}, stdout_max {stdout_max}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_replaced_guard_still_kills_the_groups_registered_before_it() {
+        use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+        let bash = resolve_program(Path::new("bash"));
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("100")
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let guard = OrphanGuard::default();
+        let mut first = spawn();
+        guard.register(&bash, first.id() as i32);
+        {
+            // Someone kills the guard.
+            let mut state = lock(&guard.state);
+            let (child, _) = state.process.as_mut().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let mut second = spawn();
+        guard.register(&bash, second.id() as i32);
+        // The harness goes away: the pipe closes, and the new guard kills what it knows.
+        drop(guard);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in [&mut first, &mut second] {
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    panic!("a registered group outlived the guard");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
+        }
     }
 }

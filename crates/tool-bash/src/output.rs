@@ -112,20 +112,28 @@ impl StreamCollector {
         if let Some(full) = &mut self.full {
             if full.len() + bytes.len() <= self.window {
                 full.extend_from_slice(bytes);
+                // A stream cut by a budget smaller than its window is already spilling.
+                self.write_spill(bytes);
                 return;
             }
             // Outgrown: the whole stream so far goes to the spill file, memory keeps a window.
+            let already = full.len();
             let mut so_far = std::mem::take(full);
             self.full = None;
             so_far.extend_from_slice(bytes);
-            self.start_spill(&so_far);
+            match self.spill {
+                Spill::NotNeeded => self.start_spill(&so_far),
+                _ => self.write_spill(&so_far[already..]),
+            }
             self.head = so_far[..self.head_cap.min(so_far.len())].to_vec();
             let tail_start = so_far.len().saturating_sub(self.tail_cap);
             self.tail = so_far[tail_start..].iter().copied().collect();
             return;
         }
         self.write_spill(bytes);
-        self.tail.extend(bytes);
+        // Only the newest `tail_cap` bytes can survive: do not copy the rest in to drain it.
+        let newest = &bytes[bytes.len().saturating_sub(self.tail_cap)..];
+        self.tail.extend(newest);
         let excess = self.tail.len().saturating_sub(self.tail_cap);
         self.tail.drain(..excess);
     }
@@ -170,8 +178,47 @@ impl StreamCollector {
     }
 
     /// The result view with at most `budget` bytes of text (head ≈ 1/3, tail ≈ 2/3).
-    pub fn finish(&self, budget: usize) -> Collected {
+    ///
+    /// A stream that fits its window but not `budget` is cut here, so it starts spilling here:
+    /// the text never leaves out bytes that no file holds.
+    pub fn finish(&mut self, budget: usize) -> Collected {
         let budget = budget.min(self.window);
+        if let Some(full) = &self.full {
+            let text = String::from_utf8_lossy(full);
+            if text.len() <= budget {
+                return Collected {
+                    text: text.into_owned(),
+                    shown_bytes: self.total,
+                    ..self.spill_facts()
+                };
+            }
+            if matches!(self.spill, Spill::NotNeeded) {
+                let full = std::mem::take(&mut self.full).unwrap_or_default();
+                self.start_spill(&full);
+                self.full = Some(full);
+            }
+        }
+        let tail_from_memory: Vec<u8>;
+        let (head_raw, tail_raw): (&[u8], &[u8]) = match &self.full {
+            Some(full) => (full, full),
+            None => {
+                tail_from_memory = self.tail.iter().copied().collect();
+                (&self.head, &tail_from_memory)
+            }
+        };
+        let (head, head_used) = decode_prefix(head_raw, budget / 3);
+        let (tail, tail_used) = decode_suffix(tail_raw, budget - head.len());
+        let shown = (head_used + tail_used) as u64;
+        Collected {
+            text: format!("{head}{}{tail}", elision_marker(self.total - shown)),
+            truncated: true,
+            shown_bytes: shown,
+            ..self.spill_facts()
+        }
+    }
+
+    /// The size and spill facts of a result view, with no text.
+    fn spill_facts(&self) -> Collected {
         let (spill_path, spill_limit_bytes, spill_error) = match &self.spill {
             Spill::NotNeeded => (None, None, None),
             Spill::Active { path, written, .. } => (
@@ -181,38 +228,19 @@ impl StreamCollector {
             ),
             Spill::Failed(error) => (None, None, Some(error.clone())),
         };
-        let mut collected = Collected {
+        Collected {
             total_bytes: self.total,
             spill_path,
             spill_limit_bytes,
             spill_error,
             ..Collected::default()
-        };
-        if let Some(full) = &self.full {
-            let text = String::from_utf8_lossy(full);
-            if text.len() <= budget {
-                collected.text = text.into_owned();
-                collected.shown_bytes = self.total;
-                return collected;
-            }
         }
-        let (head_raw, tail_raw): (&[u8], Vec<u8>) = match &self.full {
-            Some(full) => (&full[..], full.clone()),
-            None => (&self.head[..], self.tail.iter().copied().collect()),
-        };
-        let head_budget = budget / 3;
-        let (head, head_used) = decode_prefix(head_raw, head_budget);
-        let (tail, tail_used) = decode_suffix(&tail_raw, budget - head.len());
-        let shown = (head_used + tail_used) as u64;
-        collected.text = format!("{head}{}{tail}", elision_marker(self.total - shown));
-        collected.truncated = true;
-        collected.shown_bytes = shown;
-        collected
     }
 
-    /// Reads from `offset`, at most `max_bytes` of raw output, keeping the newest bytes.
-    /// `settled` says no more bytes will come, so an incomplete character at the end is
-    /// final rather than held back for the next read.
+    /// Reads from `offset`, keeping the newest bytes: at most `max_bytes` of text (invalid
+    /// bytes, which decode to three bytes of text each, count as such). `settled` says no more
+    /// bytes will come, so an incomplete character at the end is final rather than held back
+    /// for the next read.
     pub fn read_from(&self, offset: u64, max_bytes: usize, settled: bool) -> StreamRead {
         let total = self.total;
         let spill_path = self.spill_path().map(Path::to_path_buf);
@@ -226,6 +254,8 @@ impl StreamCollector {
         let max_bytes = max_bytes.max(4) as u64;
         let mut start = offset.max(total.saturating_sub(max_bytes));
         let mut bytes = self.bytes_between(start, total);
+        // Bytes available nowhere (past the spill cap, after a spill failure) are lost.
+        let gap = bytes.len() as u64 != total - start;
         // Start on a character boundary: drop leading continuation bytes of a cut character.
         let leading = bytes
             .iter()
@@ -243,10 +273,18 @@ impl StreamCollector {
             end = start + complete as u64;
             bytes.truncate(complete);
         }
+        let decoded = String::from_utf8_lossy(&bytes);
+        let (text, used) = if decoded.len() as u64 <= max_bytes {
+            (decoded.into_owned(), bytes.len())
+        } else {
+            // Invalid bytes made the text longer than the raw bytes: keep the newest that fit.
+            decode_suffix(&bytes, max_bytes as usize)
+        };
+        start = end - used as u64;
         let skipped = start - offset;
-        let lossy = skipped > 0 && !self.spilled_through(offset, start);
+        let lossy = gap || (skipped > 0 && !self.spilled_through(offset, start));
         StreamRead {
-            text: String::from_utf8_lossy(&bytes).into_owned(),
+            text,
             next_offset: end,
             skipped_bytes: skipped,
             lossy,
@@ -379,8 +417,9 @@ pub(crate) fn decode_suffix(raw: &[u8], budget: usize) -> (String, usize) {
         if text.len() <= budget {
             return (text.into_owned(), raw.len() - start);
         }
-        // Invalid bytes expand to three bytes of text each: move on by the excess.
-        start += (text.len() - budget).max(1);
+        // Each raw byte is at most three bytes of text (U+FFFD for an invalid one): dropping a
+        // third of the excess can never overshoot.
+        start += (text.len() - budget).div_ceil(3).max(1);
         if start >= raw.len() {
             return (String::new(), 0);
         }
@@ -483,6 +522,47 @@ mod tests {
         c.push(&word[2..]);
         let second = c.read_from(first.next_offset, 100, false);
         assert_eq!(second.text, "éllo");
+    }
+
+    #[test]
+    fn a_stream_cut_by_a_budget_below_its_window_is_spilled_whole() {
+        let (mut c, _dir) = collector(100, 1000);
+        let data: Vec<u8> = (0..80u8).collect();
+        c.push(&data);
+        let out = c.finish(30);
+        assert!(out.truncated);
+        assert_eq!(out.spill_error, None);
+        let path = out.spill_path.expect("a cut stream must have a spill file");
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+        // Bytes that arrive afterwards still reach the file, in order.
+        c.push(b"more");
+        c.push(&[b'z'; 40]);
+        let mut expected = data.clone();
+        expected.extend_from_slice(b"more");
+        expected.extend_from_slice(&[b'z'; 40]);
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn binary_output_keeps_a_tail() {
+        let (mut c, _dir) = collector(300, 10_000);
+        c.push(&[0xFF; 1_000]);
+        let out = c.finish(300);
+        let marker = elision_marker(out.total_bytes - out.shown_bytes);
+        let (head, tail) = out.text.split_once(&marker).expect("an elision marker");
+        assert!(!head.is_empty() && !tail.is_empty(), "{:?}", out.text);
+        assert!(out.text.len() <= 300 + marker.len());
+    }
+
+    #[test]
+    fn reads_bound_the_text_not_the_raw_bytes() {
+        let (mut c, _dir) = collector(1_000, 10_000);
+        c.push(&[0xFF; 300]);
+        let read = c.read_from(0, 90, true);
+        // Each invalid byte is three bytes of text: 30 fit, the 270 before them are skipped.
+        assert_eq!(read.text, "\u{FFFD}".repeat(30));
+        assert_eq!(read.skipped_bytes, 270);
+        assert_eq!(read.next_offset, 300);
     }
 
     proptest! {

@@ -3,7 +3,8 @@
 //! A [`ShellRequest`] is the caller's side (optional fields, trusted in-process extras);
 //! [`ShellExecutor::resolve`] fills defaults and caps into a [`ShellSpec`]; [`ShellExecutor::run`]
 //! and [`ShellExecutor::start`] act only on resolved specs. A downstream crate can implement
-//! this trait (a sandboxed or remote executor) without the local executor.
+//! this trait (a sandboxed or remote executor) without the local executor, building its specs
+//! with [`ShellSpec::from_request`].
 
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -99,6 +100,54 @@ pub struct ShellSpec {
     pub signal: CancellationToken,
 }
 
+/// The defaults and caps a request is resolved with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShellLimits {
+    /// The foreground timeout when a request gives none ([`DEFAULT_TIMEOUT`]).
+    pub default_timeout: Duration,
+    /// The largest foreground timeout ([`MAX_TIMEOUT`]).
+    pub max_timeout: Duration,
+    /// The stdout budget when a request gives none ([`DEFAULT_VISIBLE_BYTES`]).
+    pub visible_bytes: usize,
+}
+
+impl Default for ShellLimits {
+    fn default() -> Self {
+        ShellLimits {
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
+            visible_bytes: DEFAULT_VISIBLE_BYTES,
+        }
+    }
+}
+
+impl ShellSpec {
+    /// A spec for `request` run in `workdir`, with `limits`' defaults filled in and its caps
+    /// applied. Every executor builds its specs here; deciding the working directory (and
+    /// whether it exists where the command will run) is the executor's part of
+    /// [`ShellExecutor::resolve`].
+    pub fn from_request(
+        request: ShellRequest,
+        workdir: PathBuf,
+        limits: &ShellLimits,
+    ) -> ShellSpec {
+        ShellSpec {
+            command: request.command,
+            workdir,
+            timeout: request
+                .timeout
+                .unwrap_or(limits.default_timeout)
+                .min(limits.max_timeout),
+            stdout_max_bytes: request.stdout_max_bytes.unwrap_or(limits.visible_bytes),
+            stdin: request.stdin,
+            env: request.env,
+            managed: request.managed,
+            signal: request.signal.unwrap_or_default(),
+        }
+    }
+}
+
 /// One stream's output as a result reports it: the visible text and how to get the rest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Collected {
@@ -152,19 +201,6 @@ pub enum ProcessStatus {
     Killed,
 }
 
-/// One consuming read of a background process's output.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProcessRead {
-    /// The output since the previous read; stderr follows in a `[stderr]` section.
-    pub text: String,
-    /// Whether bytes were lost to this reader (beyond the spill cap, or no spill file).
-    pub lossy: bool,
-    /// The full stdout file, when stdout spilled.
-    pub stdout_spill_path: Option<PathBuf>,
-    /// The full stderr file, when stderr spilled.
-    pub stderr_spill_path: Option<PathBuf>,
-}
-
 /// One offset-based read of one stream.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamRead {
@@ -205,8 +241,8 @@ pub trait ShellProcess: Send + Sync + fmt::Debug {
     /// fails: a spawn failure settles as killed with the error on stderr.
     fn done(&self) -> BoxFuture<'static, ()>;
 
-    /// Reads one stream from `offset`, at most `max_bytes` (keeping the newest bytes). Readers
-    /// with their own offsets never steal each other's output.
+    /// Reads one stream from `offset`, at most `max_bytes` of text (keeping the newest bytes).
+    /// Readers with their own offsets never steal each other's output.
     fn read_from(&self, stream: Stream, offset: u64, max_bytes: usize) -> StreamRead;
 
     /// Terminates the process group (TERM, grace, KILL). Idempotent; `false` when it had

@@ -41,7 +41,7 @@ with `job_output`, stop it with `job_kill`, and a notice arrives when it finishe
 poll in a loop.";
 
 /// Configuration of the `bash` tool.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct BashConfig {
     /// The byte cap for each model-facing read and completion notice of a background job.
@@ -89,11 +89,7 @@ impl BashPlugin {
 
     /// The tool's definition.
     pub fn definition(&self) -> Result<ToolDefinition, RegistrationError> {
-        bash_tool(
-            Arc::clone(&self.executor),
-            self.jobs.clone(),
-            self.config.clone(),
-        )
+        bash_tool(Arc::clone(&self.executor), self.jobs.clone(), self.config)
     }
 }
 
@@ -156,7 +152,7 @@ fn stream_schema() -> ValueSchema {
 }
 
 /// The canonical value's schema: a background handle, or a foreground outcome.
-pub fn bash_output_schema() -> ValueSchema {
+pub(crate) fn bash_output_schema() -> ValueSchema {
     ValueSchema::one_of([
         ValueSchema::closed_object()
             .required("kind", ValueSchema::string().constant("background"))
@@ -375,7 +371,7 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
 }
 
 /// The `bash` tool's definition.
-pub fn bash_tool(
+fn bash_tool(
     executor: Arc<dyn ShellExecutor>,
     jobs: Option<JobRuntime>,
     config: BashConfig,
@@ -387,7 +383,7 @@ pub fn bash_tool(
     } else {
         BASH_DESCRIPTION.to_owned()
     };
-    let checked = schema.clone();
+    let checked = Arc::new(schema.clone());
     ToolDefinition::builder(BASH_TOOL, description)
         // Raw parameters: the body checks them itself, so the disabled background switch gets
         // its own clear message rather than a generic "unknown property".
@@ -406,12 +402,11 @@ pub fn bash_tool(
         .execute(move |args, exec: ExecContext| {
             let executor = Arc::clone(&executor);
             let jobs = jobs.clone();
-            let schema = checked.clone();
-            let config = config.clone();
+            let schema = Arc::clone(&checked);
             async move {
                 let args = parse_bash_args(&args, &schema, background)?;
                 let request = ShellRequest {
-                    command: args.command.clone(),
+                    command: args.command,
                     workdir: args.workdir.map(PathBuf::from),
                     timeout: args.timeout_ms.map(Duration::from_millis),
                     managed: ManagedEnv {
@@ -556,7 +551,7 @@ impl Plugin for JobToolsPlugin {
 }
 
 /// The model-facing projection of a job: no ownership bookkeeping.
-pub fn public_snapshot(snapshot: &JobSnapshot) -> Value {
+pub(crate) fn public_snapshot(snapshot: &JobSnapshot) -> Value {
     let mut job = json!({
         "id": snapshot.id,
         "kind": snapshot.kind,
@@ -608,6 +603,16 @@ fn job_id(args: &Value) -> Result<String, ToolError> {
         return Err(ToolError::invalid_args("/job_id: must not be empty"));
     }
     Ok(id.to_owned())
+}
+
+/// The options of a `job_output` call (the schema has already checked the shape; this reads
+/// the numbers without guessing, so `-5` is refused rather than read as "no timeout").
+#[derive(Deserialize)]
+struct JobOutputOptions {
+    #[serde(default)]
+    wait: bool,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
 }
 
 fn job_output_tool(
@@ -662,8 +667,10 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
         async move {
             let id = job_id(&args)?;
             let caller = caller(&exec);
-            if args["wait"] == json!(true) {
-                let asked = match args["timeout_ms"].as_u64() {
+            let options: JobOutputOptions = dsh_tools::json::from_value_located(&args)
+                .map_err(|e| ToolError::invalid_args(e.to_string()))?;
+            if options.wait {
+                let asked = match options.timeout_ms {
                     Some(0) => {
                         return Err(ToolError::invalid_args(
                             "/timeout_ms: must be a positive number of milliseconds",

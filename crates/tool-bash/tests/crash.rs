@@ -64,6 +64,13 @@ fn a_killed_harness_leaves_no_command_running() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // A harness that never reports must fail the test, not hang it: kill it after a minute,
+    // which ends its output and so the wait below.
+    let harness_pid = harness.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = Command::new("kill").args(["-KILL", &harness_pid]).status();
+    });
     let mut lines = BufReader::new(harness.stdout.take().unwrap()).lines();
     let pgid: i32 = loop {
         let line = lines.next().expect("the harness exited early").unwrap();

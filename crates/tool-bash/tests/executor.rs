@@ -235,6 +235,69 @@ async fn large_output_is_cut_to_head_and_tail_and_spilled_whole() {
     assert_eq!(executor.spill_dir().as_deref(), Some(dir));
 }
 
+#[tokio::test]
+async fn streams_cut_to_share_the_budget_are_spilled_whole() {
+    // Each stream fits its own window; together they do not, so stderr is cut to its share.
+    let executor = executor();
+    let result = run_with(
+        &executor,
+        ShellRequest::new("printf 'a%.0s' $(seq 20000); printf 'b%.0s' $(seq 20000) >&2"),
+    )
+    .await;
+    assert_eq!(result.stdout.text, "a".repeat(20_000));
+    assert!(result.stderr.truncated);
+    assert!(result.stderr.text.len() <= 10_000 + 64);
+    let spill = result
+        .stderr
+        .spill_path
+        .expect("cut stderr must be spilled");
+    assert_eq!(std::fs::read_to_string(spill).unwrap(), "b".repeat(20_000));
+}
+
+#[tokio::test]
+async fn a_caller_stdout_budget_is_honoured_and_the_rest_spilled() {
+    let executor = executor();
+    let mut request = ShellRequest::new("seq 1 2000");
+    request.stdout_max_bytes = Some(100);
+    let result = run_with(&executor, request).await;
+    let expected: String = (1..=2000).map(|n| format!("{n}\n")).collect();
+    assert!(result.stdout.truncated);
+    assert!(result.stdout.text.starts_with("1\n2\n"));
+    assert!(result.stdout.text.ends_with("1999\n2000\n"));
+    assert!(
+        result.stdout.text.len() <= 100 + 64,
+        "{}",
+        result.stdout.text
+    );
+    let spill = result.stdout.spill_path.unwrap();
+    assert_eq!(std::fs::read_to_string(spill).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn dropping_a_run_before_it_ends_kills_its_group() {
+    let executor = executor();
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pgid");
+    let spec = executor
+        .resolve(
+            ShellRequest::new(format!(
+                "sleep 1000 & echo $$ > {}; wait",
+                pid_file.display()
+            )),
+            None,
+        )
+        .unwrap();
+    let running = tokio::spawn(executor.run(spec));
+    let pgid = support::read_pgid(&pid_file).await;
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !live_group_members(pgid).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_mib_of_binary_output_spill_byte_for_byte_in_bounded_memory() {
     let source = tempfile::NamedTempFile::new().unwrap();
@@ -264,6 +327,13 @@ async fn sixty_four_mib_of_binary_output_spill_byte_for_byte_in_bounded_memory()
     // The text is a Rust `String`: valid UTF-8 by construction; check it has no raw bytes
     // smuggled through an escape.
     assert!(std::str::from_utf8(result.stdout.text.as_bytes()).is_ok());
+    // Binary output, three bytes of text per invalid byte, still shows a head and a tail.
+    let (head, tail) = result.stdout.text.split_once("bytes omitted").unwrap();
+    assert!(
+        head.len() > 10 && tail.len() > 10,
+        "{:?}",
+        result.stdout.text
+    );
     let spill = result.stdout.spill_path.unwrap();
     assert!(
         same_contents(source.path(), &spill),

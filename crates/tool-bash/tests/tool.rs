@@ -263,11 +263,16 @@ async fn the_schema_offers_run_in_background_only_when_enabled() {
 #[tokio::test]
 async fn cancelling_a_foreground_call_aborts_it_and_kills_the_group() {
     let h = harness(false);
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pgid");
     let mock = MockAdapter::new([
         Step::from(Response::calls([ScriptedCall::json(
             "c1",
             "bash",
-            cmd("echo $$; sleep 1000 & sleep 1000"),
+            cmd(&format!(
+                "sleep 1000 & echo $$ > {}; sleep 1000",
+                pid_file.display()
+            )),
         )])),
         Response::text("next").into(),
     ]);
@@ -276,13 +281,15 @@ async fn cancelling_a_foreground_call_aborts_it_and_kills_the_group() {
         let agent = agent.clone();
         tokio::spawn(async move { agent.run("go").await.unwrap() })
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let pgid = support::read_pgid(&pid_file).await;
     agent.cancel_turn();
     let outcome = running.await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Cancelled);
     let (_, is_error, text, error) = events.results().remove(0);
     assert!(is_error);
     assert_eq!(error.unwrap().code, FailureCode::Aborted, "{text}");
+    // The result comes only after the whole group is gone.
+    assert_eq!(live_group_members(pgid), Vec::<i32>::new());
 }
 
 // ----- Background jobs ----------------------------------------------------------------------
@@ -333,18 +340,13 @@ async fn a_background_job_streams_new_output_ends_and_notifies_once() {
         )
         .await;
     assert!(snapshot.is_err(), "foreign callers cannot wait on the job");
-    for _ in 0..500 {
-        if h.jobs
-            .get("bash-1", Some("s1"))
-            .unwrap()
-            .status
-            .is_terminal()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        h.jobs.settled("bash-1", Some("s1")),
+    )
+    .await
+    .expect("the job did not finish")
+    .unwrap();
     agent.run("anything new?").await.unwrap();
     let notice = "background job bash-1 (bash: echo first; sleep 2; echo second) finished [status: completed, exit code: 0]. Read its output with job_output.";
     let last = mock.requests().last().unwrap().messages.clone();
@@ -536,8 +538,32 @@ async fn a_pre_cancelled_background_call_fails_and_creates_no_job() {
             signal,
         ))
         .await;
-    assert!(result.is_error);
+    assert_eq!(
+        result.error.map(|e| e.code),
+        Some(FailureCode::AbortedBeforeDispatch)
+    );
     assert!(h.jobs.list(None).is_empty());
+}
+
+#[tokio::test]
+async fn job_output_refuses_a_negative_wait_instead_of_using_the_default() {
+    let h = harness(true);
+    let result = h
+        .registry
+        .execute(dsh_tools::ToolCall::new(
+            "c1",
+            "job_output",
+            json!({"job_id": "bash-1", "wait": true, "timeout_ms": -5}),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .await;
+    let text = dsh_tools::content_text(&result.content);
+    assert_eq!(
+        result.error.map(|e| e.code),
+        Some(FailureCode::InvalidArgs),
+        "{text}"
+    );
+    assert!(text.contains("/timeout_ms"), "{text}");
 }
 
 // ----- Cards --------------------------------------------------------------------------------

@@ -32,3 +32,21 @@ pub fn resident_kib() -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
 }
+
+/// Waits (at most 10 s) until a command has written its process group id to `path`.
+pub async fn read_pgid(path: &std::path::Path) -> i32 {
+    let wait = async {
+        loop {
+            if let Some(pgid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+            {
+                return pgid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), wait)
+        .await
+        .expect("the command never wrote its process group id")
+}
