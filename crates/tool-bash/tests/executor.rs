@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,9 +15,7 @@ use tool_bash::shell::{
 };
 
 fn executor() -> LocalExecutor {
-    let mut config = LocalConfig::default();
-    config.grace = Duration::from_millis(500);
-    LocalExecutor::new(config)
+    support::executor(Duration::from_millis(500))
 }
 
 async fn run_with(executor: &LocalExecutor, request: ShellRequest) -> ShellRunResult {
@@ -300,16 +297,7 @@ async fn dropping_a_run_before_it_ends_kills_its_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_mib_of_binary_output_spill_byte_for_byte_in_bounded_memory() {
-    let source = tempfile::NamedTempFile::new().unwrap();
-    let status = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "head -c 67108864 /dev/urandom > {}",
-            source.path().display()
-        ))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let source = support::random_file(64 << 20);
     let executor = executor();
     let before = support::resident_kib();
     let result = run_with(
@@ -336,38 +324,13 @@ async fn sixty_four_mib_of_binary_output_spill_byte_for_byte_in_bounded_memory()
     );
     let spill = result.stdout.spill_path.unwrap();
     assert!(
-        same_contents(source.path(), &spill),
+        support::same_contents(source.path(), &spill),
         "the spill file differs from the generator's output"
     );
     assert!(
         growth_kib < 32 * 1024,
         "resident memory grew by {growth_kib} KiB"
     );
-}
-
-fn same_contents(a: &std::path::Path, b: &std::path::Path) -> bool {
-    let (mut a, mut b) = (
-        std::fs::File::open(a).unwrap(),
-        std::fs::File::open(b).unwrap(),
-    );
-    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let n = a.read(&mut x).unwrap();
-        let mut filled = 0;
-        while filled < n {
-            let m = b.read(&mut y[filled..n]).unwrap();
-            if m == 0 {
-                return false;
-            }
-            filled += m;
-        }
-        if x[..n] != y[..n] {
-            return false;
-        }
-        if n == 0 {
-            return b.read(&mut y).unwrap() == 0;
-        }
-    }
 }
 
 #[tokio::test]

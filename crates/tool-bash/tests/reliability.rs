@@ -8,23 +8,12 @@ mod support;
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use dsh_tools::{FailureCode, ToolCall, ToolRegistry, ToolResult};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::live_group_members;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor};
 
 fn registry(jobs: &JobRuntime) -> ToolRegistry {
-    let registry = ToolRegistry::new();
-    let mut config = LocalConfig::default();
-    config.grace = Duration::from_millis(500);
-    let bash = BashPlugin::new(Arc::new(LocalExecutor::new(config))).with_jobs(jobs.clone());
-    registry.global_scope().load(bash).unwrap();
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-        .unwrap();
-    registry
+    support::bash_registry(support::executor(Duration::from_millis(500)), Some(jobs))
 }
 
 async fn call(

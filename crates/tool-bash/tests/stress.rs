@@ -8,21 +8,18 @@ mod support;
 
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use dsh_tools::testing::RecordingAgent;
-use dsh_tools::{AgentRef, ToolCall, ToolRegistry};
+use dsh_tools::{AgentRef, ToolCall};
 use serde_json::json;
-use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use support::{live_group_members, resident_kib};
 use tokio_util::sync::CancellationToken;
+use tool_bash::LocalExecutor;
 use tool_bash::shell::{ShellExecutor, ShellRequest};
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor};
 
 fn executor() -> LocalExecutor {
-    let mut config = LocalConfig::default();
-    config.grace = Duration::from_millis(300);
-    LocalExecutor::new(config)
+    support::executor(Duration::from_millis(300))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,21 +69,8 @@ async fn two_hundred_cancellations_and_timeouts_leak_no_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gibibyte_through_the_tool_spills_byte_for_byte_in_bounded_memory() {
-    let source = tempfile::NamedTempFile::new().unwrap();
-    let status = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "head -c 1073741824 /dev/urandom > {}",
-            source.path().display()
-        ))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(executor())))
-        .unwrap();
+    let source = support::random_file(1 << 30);
+    let registry = support::bash_registry(executor(), None);
     let before = resident_kib();
     let args = json!({"command": format!("cat {}", source.path().display()), "description": "Stream a gibibyte", "timeout_ms": 600000});
     let result = registry
@@ -96,19 +80,10 @@ async fn a_gibibyte_through_the_tool_spills_byte_for_byte_in_bounded_memory() {
     let value = result.value.unwrap();
     assert_eq!(value["stdout"]["totalBytes"], json!(1u64 << 30));
     let spill = value["stdout"]["spillPath"].as_str().unwrap();
-    let (mut a, mut b) = (
-        std::fs::File::open(source.path()).unwrap(),
-        std::fs::File::open(spill).unwrap(),
+    assert!(
+        support::same_contents(source.path(), spill.as_ref()),
+        "the spill file differs"
     );
-    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
-    loop {
-        let n = a.read(&mut x).unwrap();
-        b.read_exact(&mut y[..n]).unwrap();
-        assert!(x[..n] == y[..n], "the spill file differs");
-        if n == 0 {
-            break;
-        }
-    }
     assert!(growth < 32 * 1024, "resident memory grew by {growth} KiB");
 }
 
@@ -118,15 +93,7 @@ async fn a_thousand_real_jobs_give_a_thousand_notices() {
         max_concurrent_jobs_per_owner: 2_000,
         ..JobsConfig::default()
     });
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(executor())).with_jobs(jobs.clone()))
-        .unwrap();
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-        .unwrap();
+    let registry = support::bash_registry(executor(), Some(&jobs));
     let owner = RecordingAgent::new("s1");
     let handle: AgentRef = owner.clone();
     for i in 0..1_000 {
@@ -164,15 +131,7 @@ async fn kills_racing_natural_exits_settle_each_job_once() {
     let _listener = jobs.on_done(move |_, _| {
         count.fetch_add(1, Ordering::SeqCst);
     });
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(executor())).with_jobs(jobs.clone()))
-        .unwrap();
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-        .unwrap();
+    let registry = support::bash_registry(executor(), Some(&jobs));
     for i in 0..200 {
         let args = json!({"command": format!("sleep 0.0{}", i % 10), "description": "Race a kill", "run_in_background": true});
         registry

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::live_group_members;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor};
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
 struct Harness {
     registry: ToolRegistry,
@@ -23,20 +23,9 @@ struct Harness {
 }
 
 fn harness(background: bool) -> Harness {
-    let registry = ToolRegistry::new();
     let jobs = JobRuntime::new(JobsConfig::default());
-    let mut config = LocalConfig::default();
-    config.grace = Duration::from_millis(500);
-    let executor = LocalExecutor::new(config);
-    let mut bash = BashPlugin::new(Arc::new(executor.clone()));
-    if background {
-        bash = bash.with_jobs(jobs.clone());
-    }
-    registry.global_scope().load(bash).unwrap();
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-        .unwrap();
+    let executor = support::executor(Duration::from_millis(500));
+    let registry = support::bash_registry(executor.clone(), background.then_some(&jobs));
     Harness {
         registry,
         jobs,

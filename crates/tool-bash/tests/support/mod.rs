@@ -50,3 +50,68 @@ pub async fn read_pgid(path: &std::path::Path) -> i32 {
         .await
         .expect("the command never wrote its process group id")
 }
+
+/// A local executor with a short grace period, so termination tests stay quick.
+pub fn executor(grace: std::time::Duration) -> tool_bash::LocalExecutor {
+    let mut config = tool_bash::LocalConfig::default();
+    config.grace = grace;
+    tool_bash::LocalExecutor::new(config)
+}
+
+/// A registry with the `bash` tool over `executor` and, given a jobs runtime, background jobs
+/// and the job tools.
+pub fn bash_registry(
+    executor: tool_bash::LocalExecutor,
+    jobs: Option<&dsh_tools::jobs::JobRuntime>,
+) -> dsh_tools::ToolRegistry {
+    let registry = dsh_tools::ToolRegistry::new();
+    let mut bash = tool_bash::BashPlugin::new(std::sync::Arc::new(executor));
+    if let Some(jobs) = jobs {
+        bash = bash.with_jobs(jobs.clone());
+        registry
+            .global_scope()
+            .load(tool_bash::JobToolsPlugin::new(jobs.clone()))
+            .unwrap();
+    }
+    registry.global_scope().load(bash).unwrap();
+    registry
+}
+
+/// A temporary file of `bytes` random bytes.
+pub fn random_file(bytes: u64) -> tempfile::NamedTempFile {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let status = std::process::Command::new("head")
+        .args(["-c", &bytes.to_string(), "/dev/urandom"])
+        .stdout(file.reopen().unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    file
+}
+
+/// Whether two files hold the same bytes (compared a megabyte at a time).
+pub fn same_contents(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::io::Read;
+    let (mut a, mut b) = (
+        std::fs::File::open(a).unwrap(),
+        std::fs::File::open(b).unwrap(),
+    );
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = a.read(&mut x).unwrap();
+        let mut filled = 0;
+        while filled < n {
+            let m = b.read(&mut y[filled..n]).unwrap();
+            if m == 0 {
+                return false;
+            }
+            filled += m;
+        }
+        if x[..n] != y[..n] {
+            return false;
+        }
+        if n == 0 {
+            return b.read(&mut y).unwrap() == 0;
+        }
+    }
+}
