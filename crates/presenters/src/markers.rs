@@ -10,6 +10,8 @@
 //!    stream, the [`timed_out_marker`], and last the status marker ([`signal_marker`] or
 //!    [`exit_code_marker`]; nothing for exit code 0).
 //!
+//! A background read that had to skip older output ends with a [`skipped_note`].
+//!
 //! [`parse_exit_status`] inverts the last step, so a card can show the exit status as a badge
 //! and the output without it; when the outcome is known from elsewhere,
 //! [`strip_status_marker`] removes exactly its marker. Everything else stays in the body: truncation and timeout lines
@@ -119,6 +121,17 @@ pub fn status_marker(outcome: &ExitOutcome) -> Option<String> {
         (None, Some(0) | None) => None,
         (None, Some(code)) => Some(exit_code_marker(code)),
     }
+}
+
+/// The note a background read ends with when it skipped older output to stay within its
+/// bound: `[<N> earlier bytes of <stream> were skipped; the full <stream> is in <path>]`, or
+/// `…; they could not be kept]` when no complete copy exists.
+pub fn skipped_note(skipped_bytes: u64, stream: &str, full_copy: Option<&str>) -> String {
+    let source = match full_copy {
+        Some(path) => format!("the full {stream} is in {path}"),
+        None => String::from("they could not be kept"),
+    };
+    format!("[{skipped_bytes} earlier bytes of {stream} were skipped; {source}]")
 }
 
 /// The model text of a background start: `started background job <id>`.
@@ -252,5 +265,13 @@ mod tests {
             "[output truncated: 10 of 20 bytes; full output: /tmp/x]"
         );
         assert_eq!(timed_out_marker(5), "[timed out after 5ms]");
+        assert_eq!(
+            skipped_note(7, "stderr", Some("/tmp/e")),
+            "[7 earlier bytes of stderr were skipped; the full stderr is in /tmp/e]"
+        );
+        assert_eq!(
+            skipped_note(7, "stdout", None),
+            "[7 earlier bytes of stdout were skipped; they could not be kept]"
+        );
     }
 }

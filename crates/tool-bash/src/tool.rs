@@ -357,13 +357,14 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            let source = match (&read.spill_path, read.lossy) {
-                (Some(path), false) => format!("the full {label} is in {}", path.display()),
-                _ => String::from("they could not be kept"),
+            let full_copy = match (&read.spill_path, read.lossy) {
+                (Some(path), false) => Some(path.display().to_string()),
+                _ => None,
             };
-            text.push_str(&format!(
-                "[{} earlier bytes of {label} were skipped; {source}]",
-                read.skipped_bytes
+            text.push_str(&markers::skipped_note(
+                read.skipped_bytes,
+                label,
+                full_copy.as_deref(),
             ));
         }
         text
