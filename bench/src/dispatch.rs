@@ -1,7 +1,8 @@
 //! `dispatch_overhead`: the whole pipeline for a trivial typed tool against calling its
 //! function directly.
 
-use crate::measure::{Measurement, Rounds, Target, interleaved};
+use crate::Benchmark;
+use crate::measure::{Extra, Measurement, Rounds, Target, interleaved};
 use anyhow::{Result, ensure};
 use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
 use schemars::JsonSchema;
@@ -69,6 +70,12 @@ impl Tool for Add {
     }
 }
 
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "dispatch_overhead",
+    run: |runtime, sizes| dispatch_overhead(runtime, sizes.dispatch),
+};
+
 const ARGUMENTS: &str = r#"{"a": 40, "b": 2}"#;
 
 fn call() -> ToolCall {
@@ -77,10 +84,13 @@ fn call() -> ToolCall {
 
 /// Measures `dispatch_overhead` (ns/call): materialise the argument text, validate, no hooks,
 /// execute, validate the output and render, through [`ToolRegistry::execute`]; the baseline
-/// calls the tool's function with arguments deserialised beforehand.
-pub fn dispatch_overhead(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
+/// calls the tool's function with arguments deserialised beforehand. The size of the future
+/// `execute` returns is reported too: the pipeline moves it between its nested stages.
+fn dispatch_overhead(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
     let registry = ToolRegistry::new();
     registry.register_tool(Add)?;
+    // Created and dropped unpolled: only its size is wanted.
+    let future_bytes = std::mem::size_of_val(&registry.execute(call()));
     let check = runtime.block_on(registry.execute(call()));
     ensure!(
         !check.is_error && dsh_tools::content_text(&check.content) == "42",
@@ -112,32 +122,19 @@ pub fn dispatch_overhead(runtime: &Runtime, size: MicroSize) -> Result<Measureme
         },
     )?;
     Ok(Measurement {
-        name: "dispatch_overhead",
+        name: BENCHMARK.name,
         value,
         unit: "ns/call",
         baseline: "direct call, args deserialised",
         baseline_value: baseline,
         higher_is_better: false,
         target: Target::ValueAtMost(2000.0),
-        extras: Vec::new(),
+        extras: vec![Extra {
+            key: "execute_future_bytes",
+            value: future_bytes as f64,
+            unit: "bytes",
+            at_most: None,
+        }],
         samples: size.rounds.samples,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::{check_basics, runtime};
-
-    #[test]
-    fn dispatch_overhead_runs() {
-        let size = MicroSize {
-            calls: 20,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 2,
-            },
-        };
-        check_basics(&dispatch_overhead(&runtime(), size).unwrap());
-    }
 }

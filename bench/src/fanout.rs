@@ -1,19 +1,25 @@
 //! `jobs_fanout`: background `bash` jobs started through the tool and read to completion
 //! through the jobs runtime, against raw processes writing to files.
 
+use crate::Benchmark;
 use crate::measure::{Extra, Measurement, Rounds, Target, interleaved};
+use crate::shell::{bash_registry, executor_spilling_into};
 use crate::throughput::shell_redirect;
 use anyhow::{Context, Result, ensure};
 use dsh_tools::ToolCall;
-use dsh_tools::ToolRegistry;
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use serde_json::json;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor};
+use tool_bash::LocalConfig;
+
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "jobs_fanout",
+    run: |runtime, sizes| jobs_fanout(runtime, sizes.fanout),
+};
 
 /// The size of `jobs_fanout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,13 +34,11 @@ pub struct FanoutSize {
 
 /// Where the bytes of one round went.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Accounting {
+struct Accounting {
     /// Bytes of output returned by the runtime's reads.
-    pub(crate) read: u64,
-    /// Bytes the reads skipped that the jobs' spill files hold.
-    pub(crate) skipped_in_spill: u64,
-    /// Jobs whose reads skipped bytes without a notice saying so and where they are.
-    pub(crate) silent_skips: u64,
+    read: u64,
+    /// Bytes the reads skipped; each job's spill file holds all of its bytes.
+    skipped: u64,
 }
 
 /// One round through the tool: fresh registry, runtime and executor (setup is not timed), all
@@ -42,20 +46,12 @@ pub(crate) struct Accounting {
 /// until its output is exhausted. Returns the seconds taken and the byte accounting.
 fn tool_round(runtime: &Runtime, size: FanoutSize, root: &Path) -> Result<(f64, Accounting)> {
     let scratch = tempfile::tempdir_in(root)?;
-    let mut config = LocalConfig::default();
-    config.spill_root = Some(scratch.path().to_path_buf());
-    let executor = LocalExecutor::new(config);
+    let executor = executor_spilling_into(scratch.path());
     let jobs = JobRuntime::new(JobsConfig {
         max_concurrent_jobs_per_owner: size.jobs.max(1),
         ..JobsConfig::default()
     });
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(executor.clone())).with_jobs(jobs.clone()))?;
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))?;
+    let registry = bash_registry(executor.clone(), Some(&jobs))?;
     let arguments = json!({
         "command": format!("head -c {} /dev/zero", size.bytes_per_job),
         "description": "Write zeros in the background",
@@ -129,18 +125,15 @@ fn account(size: FanoutSize, texts: &[String], spill_dir: Option<&Path>) -> Resu
             read <= expected,
             "a job returned {read} bytes of {expected}"
         );
+        // A read that skips output must say so and where the bytes are.
+        ensure!(
+            read == expected || text.contains("earlier bytes of stdout were skipped"),
+            "a job's reads skipped {} bytes without saying where they are",
+            expected - read
+        );
         accounting.read += read;
-        accounting.skipped_in_spill += expected - read;
-        if read < expected && !text.contains("earlier bytes of stdout were skipped") {
-            accounting.silent_skips += 1;
-        }
+        accounting.skipped += expected - read;
     }
-    // A read that skips output must say so and where the bytes are.
-    ensure!(
-        accounting.silent_skips == 0,
-        "{} job reads skipped output without saying where it is",
-        accounting.silent_skips
-    );
     if expected > window {
         let dir = spill_dir.context("the jobs spilled nothing, yet their output outgrew memory")?;
         let mut complete = 0;
@@ -166,12 +159,12 @@ fn account(size: FanoutSize, texts: &[String], spill_dir: Option<&Path>) -> Resu
         );
     } else {
         ensure!(
-            accounting.skipped_in_spill == 0,
+            accounting.skipped == 0,
             "output that fits in memory must be read whole"
         );
     }
     ensure!(
-        accounting.read + accounting.skipped_in_spill == expected * texts.len() as u64,
+        accounting.read + accounting.skipped == expected * texts.len() as u64,
         "bytes are missing: {accounting:?}"
     );
     Ok(accounting)
@@ -204,7 +197,7 @@ fn raw_round(runtime: &Runtime, size: FanoutSize, root: &Path) -> Result<f64> {
 
 /// Measures `jobs_fanout` (s for all jobs, lower is better) and checks the byte accounting of
 /// every round.
-pub fn jobs_fanout(runtime: &Runtime, size: FanoutSize) -> Result<Measurement> {
+fn jobs_fanout(runtime: &Runtime, size: FanoutSize) -> Result<Measurement> {
     let root = tempfile::tempdir().context("cannot create a scratch directory")?;
     let mut last = Accounting::default();
     let (value, baseline) = interleaved(
@@ -218,7 +211,7 @@ pub fn jobs_fanout(runtime: &Runtime, size: FanoutSize) -> Result<Measurement> {
     )?;
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     Ok(Measurement {
-        name: "jobs_fanout",
+        name: BENCHMARK.name,
         value,
         unit: "s",
         baseline: "raw processes writing files",
@@ -233,50 +226,12 @@ pub fn jobs_fanout(runtime: &Runtime, size: FanoutSize) -> Result<Measurement> {
                 at_most: None,
             },
             Extra {
-                key: "skipped_in_spill_mib",
-                value: mib(last.skipped_in_spill),
+                key: "skipped_mib",
+                value: mib(last.skipped),
                 unit: "MiB",
-                at_most: None,
-            },
-            Extra {
-                key: "silent_skips",
-                value: last.silent_skips as f64,
-                unit: "jobs",
                 at_most: None,
             },
         ],
         samples: size.rounds.samples,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::{check_basics, runtime};
-
-    #[test]
-    fn jobs_fanout_runs_and_accounts_for_every_byte() {
-        // Larger than the 64 KiB background window, so reads skip bytes the spill files hold.
-        let size = FanoutSize {
-            jobs: 3,
-            bytes_per_job: 128 * 1024,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 1,
-            },
-        };
-        let measurement = jobs_fanout(&runtime(), size).unwrap();
-        check_basics(&measurement);
-        let extra = |key: &str| {
-            measurement
-                .extras
-                .iter()
-                .find(|e| e.key == key)
-                .unwrap()
-                .value
-        };
-        let total = 3.0 * 128.0 / 1024.0;
-        assert!((extra("read_mib") + extra("skipped_in_spill_mib") - total).abs() < 1e-9);
-        assert!(extra("read_mib") > 0.0);
-    }
 }

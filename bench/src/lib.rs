@@ -4,8 +4,9 @@
 //! them round by round so both share the machine's noise, and reports the medians. Speed is
 //! claimed only from these ratios, never from a single timing.
 //!
-//! Each benchmark is a function taking its size, so the crate's tests run every one of them
-//! at tiny sizes (in debug mode) and CI catches a broken benchmark without a release build.
+//! Each benchmark is a function taking its size, so `dsh-bench --tiny` runs every one of them
+//! at tiny sizes; the crate's test does that once in debug mode, so CI catches a broken
+//! benchmark without a release build.
 //!
 //! It deliberately changes nothing in the library crates: it drives their public APIs only.
 
@@ -14,28 +15,36 @@ mod fanout;
 mod measure;
 mod replay;
 mod rss;
+mod shell;
 mod spawn;
 mod throughput;
 mod validate;
 
-pub use dispatch::{MicroSize, dispatch_overhead};
-pub use fanout::{FanoutSize, jobs_fanout};
-pub use measure::{Extra, Measurement, Rounds, Target, interleaved, json_line, median};
-pub use replay::{ReplaySize, replay};
-pub use spawn::bash_spawn;
-pub use throughput::{ThroughputSize, bash_throughput};
-pub use validate::validate_args;
+pub use dispatch::MicroSize;
+pub use fanout::FanoutSize;
+pub use measure::{Extra, Measurement, Rounds, Target, json_line};
+pub use replay::ReplaySize;
+pub use throughput::ThroughputSize;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
+use tokio::runtime::Runtime;
 
-/// The names of the benchmarks, in the order they run.
-pub const NAMES: [&str; 6] = [
-    "dispatch_overhead",
-    "validate_args",
-    "bash_spawn",
-    "bash_throughput",
-    "jobs_fanout",
-    "replay",
+/// One benchmark: the name it is reported and selected (`--only`) by, and how it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Benchmark {
+    /// The name of spec 07 §7.1.
+    pub name: &'static str,
+    run: fn(&Runtime, &Sizes) -> Result<Measurement>,
+}
+
+/// Every benchmark, in the order they run.
+pub const BENCHMARKS: [Benchmark; 6] = [
+    dispatch::BENCHMARK,
+    validate::BENCHMARK,
+    spawn::BENCHMARK,
+    throughput::BENCHMARK,
+    fanout::BENCHMARK,
+    replay::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -119,8 +128,8 @@ impl Sizes {
         },
     };
 
-    /// Sizes that only check every benchmark works (the crate's tests, debug mode); the
-    /// figures mean nothing.
+    /// Sizes that only check every benchmark works (`--tiny`, which the crate's test runs in
+    /// debug mode); the figures mean nothing.
     pub const TINY: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20,
@@ -157,36 +166,26 @@ pub fn run_all(
     only: &[String],
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<Measurement>> {
-    if let Some(unknown) = only.iter().find(|n| !NAMES.contains(&n.as_str())) {
-        anyhow::bail!(
+    let names = BENCHMARKS.map(|b| b.name);
+    if let Some(unknown) = only.iter().find(|n| !names.contains(&n.as_str())) {
+        bail!(
             "unknown benchmark `{unknown}`; the benchmarks are {}",
-            NAMES.join(", ")
+            names.join(", ")
         );
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let mut out = Vec::with_capacity(NAMES.len());
-    let mut run = |name: &'static str, bench: &mut dyn FnMut() -> Result<Measurement>| {
-        if !only.is_empty() && !only.iter().any(|n| n == name) {
-            return anyhow::Ok(());
-        }
-        progress(Progress::Starting(name));
-        let measurement = bench()?;
+    let selected = BENCHMARKS
+        .iter()
+        .filter(|b| only.is_empty() || only.iter().any(|n| n == b.name));
+    let mut out = Vec::with_capacity(BENCHMARKS.len());
+    for benchmark in selected {
+        progress(Progress::Starting(benchmark.name));
+        let measurement = (benchmark.run)(&runtime, sizes)?;
         progress(Progress::Done(&measurement));
         out.push(measurement);
-        anyhow::Ok(())
-    };
-    run(NAMES[0], &mut || {
-        dispatch_overhead(&runtime, sizes.dispatch)
-    })?;
-    run(NAMES[1], &mut || validate_args(sizes.validate))?;
-    run(NAMES[2], &mut || bash_spawn(&runtime, sizes.spawn))?;
-    run(NAMES[3], &mut || {
-        bash_throughput(&runtime, sizes.throughput)
-    })?;
-    run(NAMES[4], &mut || jobs_fanout(&runtime, sizes.fanout))?;
-    run(NAMES[5], &mut || replay(&runtime, sizes.replay))?;
+    }
     Ok(out)
 }
 
@@ -197,31 +196,4 @@ pub enum Progress<'a> {
     Starting(&'static str),
     /// A benchmark finished.
     Done(&'a Measurement),
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use tokio::runtime::Runtime;
-
-    /// A multi-threaded runtime like the binary's.
-    pub(crate) fn runtime() -> Runtime {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
-    /// What every benchmark must produce: finite positive figures and a named baseline.
-    pub(crate) fn check_basics(m: &Measurement) {
-        assert!(NAMES.contains(&m.name), "{m:?}");
-        assert!(m.value.is_finite() && m.value > 0.0, "{m:?}");
-        assert!(
-            m.baseline_value.is_finite() && m.baseline_value > 0.0,
-            "{m:?}"
-        );
-        assert!(!m.baseline.is_empty() && !m.unit.is_empty(), "{m:?}");
-        assert!(m.ratio().is_finite() && m.ratio() > 0.0, "{m:?}");
-    }
 }

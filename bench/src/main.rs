@@ -11,7 +11,7 @@ Runs every benchmark of spec 07 §7.1 against its baseline, measured side by sid
 and prints one line per benchmark (progress goes to stderr).
 
   --quick   smaller sizes for a smoke run (well under a minute in release mode)
-  --tiny    the sizes of the crate's tests: checks that every benchmark runs, measures nothing
+  --tiny    the sizes of the crate's test: checks that every benchmark runs, measures nothing
   --json    also print the results as a JSON array on the last line of stdout
   --only    run only the named benchmark (repeatable), e.g. to profile it";
 

@@ -188,7 +188,7 @@ pub fn json_line(measurements: &[Measurement]) -> String {
 }
 
 /// The median of the samples (the mean of the middle two for an even count).
-pub fn median(mut samples: Vec<f64>) -> f64 {
+fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     let n = samples.len();
     match n {
@@ -200,7 +200,7 @@ pub fn median(mut samples: Vec<f64>) -> f64 {
 
 /// Runs `value` and `baseline` alternately, flipping which goes first every round so both
 /// share the machine's noise, and returns the medians `(value, baseline)`.
-pub fn interleaved(
+pub(crate) fn interleaved(
     rounds: Rounds,
     mut value: impl FnMut() -> Result<f64>,
     mut baseline: impl FnMut() -> Result<f64>,

@@ -1,7 +1,9 @@
 //! `replay`: a long session log parsed and replayed to cards with the built-in tools'
 //! registry, against parsing the same lines with `serde_json` only.
 
+use crate::Benchmark;
 use crate::measure::{Measurement, Rounds, Target, interleaved};
+use crate::shell::bash_registry;
 use agent_loop::{Agent, EventRecord, SessionEvent, SessionLog, replay_cards};
 use anyhow::{Context, Result, ensure};
 use dsh_tools::ToolRegistry;
@@ -11,7 +13,13 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::runtime::Runtime;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
+use tool_bash::LocalExecutor;
+
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "replay",
+    run: |runtime, sizes| replay(runtime, sizes.replay),
+};
 
 /// The size of `replay`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,14 +32,8 @@ pub struct ReplaySize {
 
 /// The registry of the built-in tools: `bash` with background jobs, and the job controls.
 fn builtin_registry() -> Result<(ToolRegistry, JobRuntime)> {
-    let registry = ToolRegistry::new();
     let jobs = JobRuntime::new(JobsConfig::default());
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(LocalExecutor::default())).with_jobs(jobs.clone()))?;
-    registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))?;
+    let registry = bash_registry(LocalExecutor::default(), Some(&jobs))?;
     Ok((registry, jobs))
 }
 
@@ -118,7 +120,7 @@ fn renumber_calls(event: &mut SessionEvent, n: usize) {
 /// A log of exactly `events` lines: the template session's `session/start`, then its other
 /// events repeated with renumbered sequence numbers and call ids. Returns the text and the
 /// number of `tool/call` events in it.
-pub(crate) fn session_log(runtime: &Runtime, events: usize) -> Result<(String, usize)> {
+fn session_log(runtime: &Runtime, events: usize) -> Result<(String, usize)> {
     let template = runtime.block_on(template_events())?;
     let (start, body): (Vec<_>, Vec<_>) = template
         .into_iter()
@@ -151,7 +153,7 @@ pub(crate) fn session_log(runtime: &Runtime, events: usize) -> Result<(String, u
 
 /// Measures `replay` (events/s, higher is better): `SessionLog::parse` then `replay_cards`
 /// with the built-in tools' registry, against `serde_json::from_str::<Value>` per line.
-pub fn replay(runtime: &Runtime, size: ReplaySize) -> Result<Measurement> {
+fn replay(runtime: &Runtime, size: ReplaySize) -> Result<Measurement> {
     let events = size.events.max(1);
     let (text, calls) = session_log(runtime, events)?;
     let (registry, _jobs) = builtin_registry()?;
@@ -189,7 +191,7 @@ pub fn replay(runtime: &Runtime, size: ReplaySize) -> Result<Measurement> {
         },
     )?;
     Ok(Measurement {
-        name: "replay",
+        name: BENCHMARK.name,
         value,
         unit: "events/s",
         baseline: "serde_json::Value per line",
@@ -204,11 +206,15 @@ pub fn replay(runtime: &Runtime, size: ReplaySize) -> Result<Measurement> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{check_basics, runtime};
 
     #[test]
     fn the_log_has_exactly_the_requested_events_with_distinct_calls() {
-        let (text, calls) = session_log(&runtime(), 250).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (text, calls) = session_log(&runtime, 250).unwrap();
         let log = SessionLog::parse(&text);
         assert_eq!(log.events.len(), 250);
         assert!(log.skipped.is_empty());
@@ -226,17 +232,5 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), calls, "call ids repeat");
-    }
-
-    #[test]
-    fn replay_runs() {
-        let size = ReplaySize {
-            events: 300,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 1,
-            },
-        };
-        check_basics(&replay(&runtime(), size).unwrap());
     }
 }

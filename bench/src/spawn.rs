@@ -1,27 +1,24 @@
 //! `bash_spawn`: a foreground `bash` call running `true` through the registry against a raw
 //! `tokio::process::Command` running `bash -c true`.
 
+use crate::Benchmark;
 use crate::dispatch::MicroSize;
 use crate::measure::{Measurement, Target, interleaved};
-use anyhow::{Context, Result, ensure};
+use crate::shell::{bash_c, bash_registry};
+use anyhow::{Result, ensure};
 use dsh_tools::{ToolCall, ToolRegistry};
-use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, LocalExecutor};
+use tool_bash::LocalExecutor;
+
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "bash_spawn",
+    run: |runtime, sizes| bash_spawn(runtime, sizes.spawn),
+};
 
 const TRUE_ARGUMENTS: &str = r#"{"command": "true", "description": "Do nothing, successfully"}"#;
-
-/// A registry with the foreground `bash` tool over the default local executor.
-fn bash_registry() -> Result<ToolRegistry> {
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(LocalExecutor::default())))?;
-    Ok(registry)
-}
 
 async fn tool_true(registry: &ToolRegistry) -> Result<()> {
     let call = ToolCall::new("c1", "bash", TRUE_ARGUMENTS, CancellationToken::new());
@@ -35,20 +32,9 @@ async fn tool_true(registry: &ToolRegistry) -> Result<()> {
     Ok(())
 }
 
-async fn raw_true() -> Result<()> {
-    let status = tokio::process::Command::new("bash")
-        .args(["-c", "true"])
-        .stdin(Stdio::null())
-        .status()
-        .await
-        .context("cannot run bash")?;
-    ensure!(status.success(), "raw `bash -c true` failed: {status}");
-    Ok(())
-}
-
 /// Measures `bash_spawn` (ms/call).
-pub fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
-    let registry = bash_registry()?;
+fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
+    let registry = bash_registry(LocalExecutor::default(), None)?;
     let calls = size.calls.max(1);
     let (value, baseline) = interleaved(
         size.rounds,
@@ -65,14 +51,14 @@ pub fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
             runtime.block_on(async {
                 let started = Instant::now();
                 for _ in 0..calls {
-                    raw_true().await?;
+                    bash_c("true").await?;
                 }
                 Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
             })
         },
     )?;
     Ok(Measurement {
-        name: "bash_spawn",
+        name: BENCHMARK.name,
         value,
         unit: "ms/call",
         baseline: "raw tokio Command `bash -c true`",
@@ -82,23 +68,4 @@ pub fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
         extras: Vec::new(),
         samples: size.rounds.samples,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::measure::Rounds;
-    use crate::tests::{check_basics, runtime};
-
-    #[test]
-    fn bash_spawn_runs() {
-        let size = MicroSize {
-            calls: 1,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 1,
-            },
-        };
-        check_basics(&bash_spawn(&runtime(), size).unwrap());
-    }
 }

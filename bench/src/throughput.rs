@@ -2,18 +2,23 @@
 //! and tail in memory, every byte in the spill file) against the shell redirecting the same
 //! command to a file.
 
+use crate::Benchmark;
 use crate::measure::{Extra, Measurement, Rounds, Target, interleaved};
 use crate::rss::PeakRssWindow;
+use crate::shell::{bash_c, bash_registry, executor_spilling_into};
 use anyhow::{Context, Result, ensure};
-use dsh_tools::{ToolCall, ToolRegistry};
+use dsh_tools::ToolCall;
 use serde_json::json;
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, LocalConfig, LocalExecutor};
+
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "bash_throughput",
+    run: |runtime, sizes| bash_throughput(runtime, sizes.throughput),
+};
 
 /// The size of `bash_throughput`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +34,7 @@ const RSS_GROWTH_LIMIT_MIB: f64 = 32.0;
 
 /// Checks that every byte of a stream is accounted for: the total is right, and either the text
 /// shows the whole stream or the spill file holds all of it. Returns the spill file, if any.
-pub(crate) fn check_stream(stream: &serde_json::Value, bytes: u64) -> Result<Option<String>> {
+fn check_stream(stream: &serde_json::Value, bytes: u64) -> Result<Option<String>> {
     ensure!(
         stream["totalBytes"].as_u64() == Some(bytes),
         "the stream reports {} bytes, {bytes} were written",
@@ -61,16 +66,9 @@ pub(crate) fn check_stream(stream: &serde_json::Value, bytes: u64) -> Result<Opt
 
 /// Measures `bash_throughput` (MB/s, higher is better) and the peak RSS growth of the tool
 /// path.
-pub fn bash_throughput(runtime: &Runtime, size: ThroughputSize) -> Result<Measurement> {
-    // Spill files and the baseline's file live in one directory, so both write to the same
-    // file system.
+fn bash_throughput(runtime: &Runtime, size: ThroughputSize) -> Result<Measurement> {
     let dir = tempfile::tempdir().context("cannot create a scratch directory")?;
-    let mut config = LocalConfig::default();
-    config.spill_root = Some(dir.path().to_path_buf());
-    let registry = ToolRegistry::new();
-    registry
-        .global_scope()
-        .load(BashPlugin::new(Arc::new(LocalExecutor::new(config))))?;
+    let registry = bash_registry(executor_spilling_into(dir.path()), None)?;
     let bytes = size.bytes;
     let command = format!("head -c {bytes} /dev/zero");
     let arguments = json!({
@@ -116,7 +114,7 @@ pub fn bash_throughput(runtime: &Runtime, size: ThroughputSize) -> Result<Measur
         },
     )?;
     Ok(Measurement {
-        name: "bash_throughput",
+        name: BENCHMARK.name,
         value,
         unit: "MB/s",
         baseline: "shell redirect to a file",
@@ -135,35 +133,5 @@ pub fn bash_throughput(runtime: &Runtime, size: ThroughputSize) -> Result<Measur
 
 /// Runs `command > file` with `bash -c`.
 pub(crate) async fn shell_redirect(command: &str, file: &Path) -> Result<()> {
-    let status = tokio::process::Command::new("bash")
-        .arg("-c")
-        .arg(format!("{command} > '{}'", file.display()))
-        .stdin(Stdio::null())
-        .status()
-        .await
-        .context("cannot run bash")?;
-    ensure!(status.success(), "`{command}` redirected failed: {status}");
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::{check_basics, runtime};
-
-    #[test]
-    fn bash_throughput_runs_and_accounts_for_every_byte() {
-        // Larger than the 30 000-byte window, so the spill path is exercised and checked.
-        let size = ThroughputSize {
-            bytes: 256 * 1024,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 1,
-            },
-        };
-        let measurement = bash_throughput(&runtime(), size).unwrap();
-        check_basics(&measurement);
-        assert_eq!(measurement.extras[0].key, "peak_rss_growth_mib");
-        assert!(measurement.extras[0].value.is_finite());
-    }
+    bash_c(&format!("{command} > '{}'", file.display())).await
 }

@@ -1,6 +1,7 @@
 //! `validate_args`: our validator on the `bash` argument schema against the `jsonschema`
 //! crate's validator compiled once for the same schema.
 
+use crate::Benchmark;
 use crate::dispatch::MicroSize;
 use crate::measure::{Measurement, Target, interleaved};
 use anyhow::{Result, anyhow, ensure};
@@ -10,7 +11,7 @@ use std::time::Instant;
 
 /// Arguments a model typically sends to `bash`: the two required strings, sometimes a timeout,
 /// a working directory or the background switch.
-pub(crate) fn typical_bash_arguments() -> Vec<Value> {
+fn typical_bash_arguments() -> Vec<Value> {
     vec![
         json!({"command": "cargo test --workspace 2>&1 | tail -n 50", "description": "Run the workspace tests"}),
         json!({"command": "ls -la", "description": "List the files", "workdir": "crates/tool-bash"}),
@@ -19,9 +20,15 @@ pub(crate) fn typical_bash_arguments() -> Vec<Value> {
     ]
 }
 
+/// The benchmark's entry in [`crate::BENCHMARKS`].
+pub(crate) const BENCHMARK: Benchmark = Benchmark {
+    name: "validate_args",
+    run: |_, sizes| validate_args(sizes.validate),
+};
+
 /// Measures `validate_args` (ns/op): `dsh_tools::validate` against
 /// `jsonschema::draft202012::new(..).validate(..)` on the same schema and arguments.
-pub fn validate_args(size: MicroSize) -> Result<Measurement> {
+fn validate_args(size: MicroSize) -> Result<Measurement> {
     let schema = tool_bash::tool::bash_parameters(true);
     let oracle = jsonschema::draft202012::new(&schema.to_json())
         .map_err(|e| anyhow!("jsonschema rejects the bash schema: {e}"))?;
@@ -51,7 +58,7 @@ pub fn validate_args(size: MicroSize) -> Result<Measurement> {
         },
     )?;
     Ok(Measurement {
-        name: "validate_args",
+        name: BENCHMARK.name,
         value,
         unit: "ns/op",
         baseline: "jsonschema, compiled once",
@@ -61,23 +68,4 @@ pub fn validate_args(size: MicroSize) -> Result<Measurement> {
         extras: Vec::new(),
         samples: size.rounds.samples,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::measure::Rounds;
-    use crate::tests::check_basics;
-
-    #[test]
-    fn validate_args_runs() {
-        let size = MicroSize {
-            calls: 40,
-            rounds: Rounds {
-                warmup: 0,
-                samples: 2,
-            },
-        };
-        check_basics(&validate_args(size).unwrap());
-    }
 }
