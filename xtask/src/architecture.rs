@@ -1,10 +1,13 @@
-//! Architecture invariants checked against `cargo metadata`.
+//! Architecture invariants checked against `cargo metadata` (read once per test run): the
+//! direction of the dependencies between workspace crates, the UI and transport crates no
+//! library may use, and the complete list of `presenters`' normal dependencies.
 
 #[cfg(test)]
 mod tests {
+    use pretty_assertions::assert_eq;
     use serde_json::Value;
-    use std::collections::BTreeMap;
-    use std::process::Command;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::OnceLock;
 
     /// Each workspace library and the workspace crates it may depend on (normal and build
     /// dependencies; dev-dependencies are free). A new library must be added here.
@@ -19,66 +22,185 @@ mod tests {
     /// Crates exempt from the layering: tools and examples may use anything.
     const UNRESTRICTED: &[&str] = &["xtask", "cookbook", "bench", "echo-agent", "dsh-agent"];
 
-    fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let output = Command::new(cargo)
-            .args([
-                "metadata",
-                "--format-version",
-                "1",
-                "--no-deps",
-                "--offline",
-            ])
-            .current_dir(crate::workspace_root())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
-        let packages = metadata["packages"].as_array().unwrap();
-        let members: Vec<String> = packages
-            .iter()
-            .map(|p| p["name"].as_str().unwrap().to_owned())
-            .collect();
-        packages
-            .iter()
-            .map(|package| {
-                let deps = package["dependencies"]
-                    .as_array()
-                    .unwrap()
+    /// Libraries whose normal dependencies are a complete allow-list. A new entry must be pure:
+    /// no I/O, no async runtime, no clock or randomness.
+    const PURE: &[(&str, &[&str])] = &[(
+        "presenters",
+        &["dsh-tools", "serde", "serde_json", "similar"],
+    )];
+
+    /// Crates that render or transport: a tool describes its cards as plain data and the host
+    /// renders them, so no library may depend on these. The libraries of [`PURE`] are held to
+    /// their allow-list instead, which is stricter.
+    const UI_AND_TRANSPORT: &[&str] = &[
+        "agent-client-protocol",
+        "agent-client-protocol-schema",
+        "crossterm",
+        "ratatui",
+        "hyper",
+        "reqwest",
+    ];
+
+    /// Each workspace package and its normal and build dependencies, by package name.
+    type Dependencies = BTreeMap<String, BTreeSet<String>>;
+
+    /// The workspace's dependencies, from one `cargo metadata` shared by every test here.
+    fn workspace() -> &'static Dependencies {
+        static METADATA: OnceLock<Dependencies> = OnceLock::new();
+        METADATA.get_or_init(|| {
+            let output = crate::cargo()
+                .args(["metadata", "--format-version", "1", "--no-deps"])
+                .arg("--offline")
+                .current_dir(crate::workspace_root())
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let name = |v: &Value| v["name"].as_str().unwrap().to_owned();
+            metadata["packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|package| {
+                    let dependencies = package["dependencies"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|d| d["kind"].as_str() != Some("dev"))
+                        .map(name)
+                        .collect();
+                    (name(package), dependencies)
+                })
+                .collect()
+        })
+    }
+
+    /// Workspace dependencies against the direction of [`ALLOWED`], and libraries without a rule.
+    fn against_the_direction(packages: &Dependencies) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (name, dependencies) in packages {
+            if UNRESTRICTED.contains(&name.as_str()) {
+                continue;
+            }
+            let Some((_, allowed)) = ALLOWED.iter().find(|(library, _)| library == name) else {
+                problems.push(format!(
+                    "workspace crate `{name}` has no dependency rule in xtask/src/architecture.rs"
+                ));
+                continue;
+            };
+            problems.extend(
+                dependencies
                     .iter()
-                    .filter(|d| d["kind"].as_str() != Some("dev"))
-                    .map(|d| d["name"].as_str().unwrap().to_owned())
-                    .filter(|name| members.contains(name))
-                    .collect();
-                (package["name"].as_str().unwrap().to_owned(), deps)
-            })
-            .collect()
+                    .filter(|d| packages.contains_key(*d) && !allowed.contains(&d.as_str()))
+                    .map(|d| format!("`{name}` may not depend on `{d}` (allowed: {allowed:?})")),
+            );
+        }
+        problems
+    }
+
+    /// Normal dependencies of the [`PURE`] libraries outside their allow-lists.
+    fn impure(packages: &Dependencies) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (library, allowed) in PURE {
+            let Some(dependencies) = packages.get(*library) else {
+                problems.push(format!("`{library}` is not a workspace member"));
+                continue;
+            };
+            problems.extend(
+                dependencies
+                    .iter()
+                    .filter(|d| !allowed.contains(&d.as_str()))
+                    .map(|d| format!("`{library}` may not depend on `{d}`: it must stay pure (allowed: {allowed:?})")),
+            );
+        }
+        problems
+    }
+
+    /// Libraries depending on a crate of [`UI_AND_TRANSPORT`].
+    fn ui_or_transport(packages: &Dependencies) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (library, _) in ALLOWED {
+            if PURE.iter().any(|(pure, _)| pure == library) {
+                continue;
+            }
+            let Some(dependencies) = packages.get(*library) else {
+                continue;
+            };
+            problems.extend(
+                dependencies
+                    .iter()
+                    .filter(|d| UI_AND_TRANSPORT.contains(&d.as_str()))
+                    .map(|d| format!("`{library}` may not depend on `{d}`: libraries never import UI or transport types")),
+            );
+        }
+        problems
     }
 
     /// Architecture invariant: the crates depend on each other only in the documented
     /// direction (dsh-tools on nothing in the workspace).
     #[test]
     fn workspace_dependencies_follow_the_documented_direction() {
-        for (name, deps) in workspace_dependencies() {
-            if UNRESTRICTED.contains(&name.as_str()) {
-                continue;
-            }
-            let Some((_, allowed)) = ALLOWED.iter().find(|(crate_name, _)| *crate_name == name)
-            else {
-                panic!(
-                    "workspace crate `{name}` has no dependency rule in xtask/src/architecture.rs"
-                );
-            };
-            for dep in deps {
-                assert!(
-                    allowed.contains(&dep.as_str()),
-                    "`{name}` may not depend on `{dep}` (allowed: {allowed:?})"
-                );
-            }
-        }
+        assert_eq!(against_the_direction(workspace()), Vec::<String>::new());
+    }
+
+    /// Architecture invariant: tools never import UI or transport types.
+    #[test]
+    fn no_library_depends_on_ui_or_transport_crates() {
+        assert_eq!(ui_or_transport(workspace()), Vec::<String>::new());
+    }
+
+    /// Architecture invariant: `presenters` is pure (its source is checked by
+    /// crates/presenters/tests/boundaries.rs).
+    #[test]
+    fn presenters_normal_dependencies_are_pure() {
+        assert_eq!(impure(workspace()), Vec::<String>::new());
+    }
+
+    /// Each rule, on a made-up workspace that breaks it once.
+    #[test]
+    fn each_rule_reports_what_breaks_it() {
+        let packages: Dependencies = [
+            ("dsh-tools", &["serde"][..]),
+            ("presenters", &["dsh-tools", "serde", "tokio"]),
+            ("agent-loop", &["dsh-tools", "tool-bash"]),
+            ("tool-bash", &["dsh-tools", "presenters", "ratatui"]),
+            ("new-library", &["dsh-tools"]),
+            ("dsh-agent", &["tool-bash", "agent-client-protocol"]),
+        ]
+        .into_iter()
+        .map(|(name, deps)| {
+            (
+                name.to_owned(),
+                deps.iter().map(|d| (*d).to_owned()).collect(),
+            )
+        })
+        .collect();
+        assert_eq!(
+            against_the_direction(&packages),
+            vec![
+                "`agent-loop` may not depend on `tool-bash` (allowed: [\"dsh-tools\"])",
+                "workspace crate `new-library` has no dependency rule in xtask/src/architecture.rs",
+            ]
+        );
+        assert_eq!(
+            impure(&packages),
+            vec![
+                "`presenters` may not depend on `tokio`: it must stay pure (allowed: [\"dsh-tools\", \"serde\", \"serde_json\", \"similar\"])"
+            ]
+        );
+        assert_eq!(
+            ui_or_transport(&packages),
+            vec![
+                "`tool-bash` may not depend on `ratatui`: libraries never import UI or transport types"
+            ]
+        );
+        assert_eq!(
+            impure(&Dependencies::new()),
+            vec!["`presenters` is not a workspace member"]
+        );
     }
 }

@@ -1,14 +1,23 @@
 //! `cargo xtask drift-check`: the documented contract is the code's contract.
 //!
 //! 1. Every `<!-- BEGIN GENERATED name -->` region equals what its generator renders from the
-//!    code, byte for byte (`--bless` rewrites them).
+//!    code, byte for byte (`--bless` rewrites them), and every generator's region is in the
+//!    document the generator names as its home.
 //! 2. Every `X.md` with an `X.zh.md` sibling has the same heading structure, byte-identical code
 //!    blocks and identical generated regions.
-//! 3. Every cookbook page is included by the `cookbook` crate, so `cargo test` compiles its code.
+//! 3. Every English cookbook page is included by the `cookbook` crate, so `cargo test -p
+//!    cookbook` compiles and runs its code, and none of its blocks is marked so that rustdoc
+//!    would skip it. A translation `X.zh.md` is accepted without an include of its own when
+//!    `X.md` exists: 2. makes its code blocks byte-identical to those of `X.md`, so compiling
+//!    them again would add nothing.
+//!
+//! A run reads and parses every document once and renders every generator at most once.
 
-use crate::generate::GENERATORS;
+use crate::generate::{GENERATORS, Generator};
 use anyhow::{Result, bail};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// What to do with a stale region.
@@ -20,17 +29,11 @@ pub(crate) enum Mode {
     Bless,
 }
 
-/// Regions every checkout must carry: (file relative to the root, region name).
-pub(crate) const REQUIRED: &[(&str, &str)] = &[
-    ("docs/subsystems/tools.md", "failure-codes"),
-    ("docs/subsystems/tools.md", "code-mode-sdk"),
-    ("docs/subsystems/shell.md", "tool-catalog"),
-    ("docs/subsystems/presenters.md", "card-vocabulary"),
-    ("docs/subsystems/agent-loop.md", "session-events"),
-];
-
 /// The crate that compiles the cookbook pages, relative to the root.
-pub(crate) const COOKBOOK_CRATE: &str = "xtask/cookbook/src/lib.rs";
+const COOKBOOK_CRATE: &str = "xtask/cookbook/src/lib.rs";
+
+/// The directory of the cookbook pages, relative to the root.
+const COOKBOOK_DIR: &str = "docs/cookbook/";
 
 /// The fix to name for stale regions.
 const BLESS: &str = "cargo xtask drift-check --bless";
@@ -38,10 +41,10 @@ const BLESS: &str = "cargo xtask drift-check --bless";
 /// The outcome of a run.
 #[derive(Debug, Default)]
 pub(crate) struct Report {
-    pub(crate) problems: Vec<String>,
-    pub(crate) rewritten: Vec<String>,
-    pub(crate) checked: usize,
-    pub(crate) pairs: usize,
+    problems: Vec<String>,
+    rewritten: Vec<String>,
+    checked: usize,
+    pairs: usize,
 }
 
 impl Report {
@@ -69,20 +72,108 @@ impl fmt::Display for Report {
     }
 }
 
-/// One generated region found in a file.
+/// A markdown document, read and parsed once per run.
+#[derive(Debug)]
+struct Document {
+    path: PathBuf,
+    /// The path relative to the root, as messages name it.
+    file: String,
+    text: String,
+    /// Heading levels in order: (line, level). The texts are translated, so only the levels
+    /// must agree across languages.
+    headings: Vec<(usize, usize)>,
+    /// Fenced code blocks in order: (line of the opening fence, block).
+    code: Vec<(usize, Block)>,
+    /// Generated regions in order.
+    regions: Vec<Region>,
+}
+
+/// A fenced code block.
+#[derive(Debug, PartialEq)]
+struct Block {
+    /// The info string after the opening fence (`rust`, `json`, `text`, …).
+    info: String,
+    body: String,
+}
+
+/// One generated region of a document.
 #[derive(Debug)]
 struct Region {
     name: String,
     /// Byte range of the content between the markers.
-    content: std::ops::Range<usize>,
+    content: Range<usize>,
 }
 
-pub(crate) fn begin_marker(name: &str) -> String {
+fn begin_marker(name: &str) -> String {
     format!("<!-- BEGIN GENERATED {name} -->")
 }
 
-pub(crate) fn end_marker(name: &str) -> String {
+fn end_marker(name: &str) -> String {
     format!("<!-- END GENERATED {name} -->")
+}
+
+impl Document {
+    fn parse(path: PathBuf, file: String, text: String) -> Result<Document> {
+        let mut headings = Vec::new();
+        let mut code = Vec::new();
+        // The open fence: (its line, its marker, the block so far).
+        let mut fence: Option<(usize, String, Block)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let number = i + 1;
+            if let Some((start, marker, mut block)) = fence.take() {
+                if line.trim() == marker {
+                    code.push((start, block));
+                } else {
+                    block.body.push_str(line);
+                    block.body.push('\n');
+                    fence = Some((start, marker, block));
+                }
+                continue;
+            }
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                let marker: String = trimmed
+                    .chars()
+                    .take_while(|c| *c == '`' || *c == '~')
+                    .collect();
+                let info = trimmed[marker.len()..].trim().to_owned();
+                let block = Block {
+                    info,
+                    body: String::new(),
+                };
+                fence = Some((number, marker, block));
+                continue;
+            }
+            if line.starts_with('#') {
+                let level = line.chars().take_while(|c| *c == '#').count();
+                if line[level..].starts_with(' ') {
+                    headings.push((number, level));
+                }
+            }
+        }
+        let regions = regions(&text, &file)?;
+        Ok(Document {
+            path,
+            file,
+            text,
+            headings,
+            code,
+            regions,
+        })
+    }
+
+    /// The content of a region.
+    fn content(&self, region: &Region) -> &str {
+        &self.text[region.content.clone()]
+    }
+
+    /// The generated regions in order: (name, content).
+    fn generated(&self) -> Vec<(&str, &str)> {
+        self.regions
+            .iter()
+            .map(|r| (r.name.as_str(), self.content(r)))
+            .collect()
+    }
 }
 
 /// Finds the generated regions of a document.
@@ -140,239 +231,259 @@ pub(crate) fn relative(root: &Path, path: &Path) -> String {
         .to_string()
 }
 
+/// Each generator's output, rendered at most once per run (a region appears in a document and
+/// in its translation).
+#[derive(Default)]
+struct Renders(BTreeMap<&'static str, String>);
+
+impl Renders {
+    fn get(&mut self, generator: &'static Generator) -> &str {
+        self.0
+            .entry(generator.name)
+            .or_insert_with(generator.render)
+    }
+}
+
 /// Checks (or blesses) everything under `root`.
 pub(crate) fn run(root: &Path, mode: Mode) -> Result<Report> {
+    let mut documents = documents(root)?
+        .into_iter()
+        .map(|path| {
+            let file = relative(root, &path);
+            let text = crate::read(&path)?;
+            Document::parse(path, file, text)
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut report = Report::default();
-    let mut found: Vec<(String, String)> = Vec::new();
-    for path in documents(root)? {
-        let file = relative(root, &path);
-        let text = crate::read(&path)?;
-        let mut rewritten = text.clone();
-        // Replace back to front so earlier byte ranges stay valid.
-        for region in regions(&text, &file)?.into_iter().rev() {
-            found.push((file.clone(), region.name.clone()));
-            let Some(generator) = crate::generate::generator(&region.name) else {
-                report.problems.push(format!(
-                    "{file}: unknown generated region `{}` (known: {})",
-                    region.name,
-                    GENERATORS
-                        .iter()
-                        .map(|g| g.name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-                continue;
-            };
-            report.checked += 1;
-            let expected = (generator.render)();
-            let actual = &text[region.content.clone()];
-            if actual == expected {
-                continue;
-            }
-            match mode {
-                Mode::Bless => rewritten.replace_range(region.content.clone(), &expected),
-                Mode::Check => report.problems.push(format!(
-                    "{file}: generated region `{}` is stale (edited by hand, or the code changed):\n{}  fix: run `{BLESS}` and commit the docs",
-                    region.name,
-                    diff(actual, &expected)
-                )),
-            }
-        }
-        if mode == Mode::Bless && rewritten != text {
-            std::fs::write(&path, &rewritten)?;
-            report.rewritten.push(file);
-        }
+    let mut renders = Renders::default();
+    for document in &mut documents {
+        freshness(document, mode, &mut renders, &mut report)?;
     }
-    for (file, name) in REQUIRED {
-        if !found.iter().any(|(f, n)| f == file && n == name) {
-            report.problems.push(format!(
-                "{file}: the generated region `{name}` is missing; add\n{}\n{}\nand run `{BLESS}`",
-                begin_marker(name),
-                end_marker(name)
-            ));
-        }
-    }
-    parity(root, &mut report)?;
-    cookbook_wiring(root, &mut report)?;
+    homes(&documents, &mut report);
+    parity(&documents, &mut report);
+    cookbook(root, &documents, &mut report)?;
     Ok(report)
 }
 
-/// The structure of a document that must agree across languages.
-#[derive(Debug, Default, PartialEq)]
-struct Shape {
-    /// Heading levels in order (the texts are translated).
-    headings: Vec<(usize, usize)>,
-    /// Fenced code blocks in order: (line, info string + body).
-    code: Vec<(usize, String)>,
-    /// Generated regions in order: (name, content).
-    regions: Vec<(String, String)>,
+/// Compares each generated region of `document` with its generator's output; in bless mode
+/// rewrites the stale ones and re-parses the document, so the checks after this one see what
+/// is now on disk.
+fn freshness(
+    document: &mut Document,
+    mode: Mode,
+    renders: &mut Renders,
+    report: &mut Report,
+) -> Result<()> {
+    let mut blessed: Option<String> = None;
+    // Back to front, so the byte ranges of the earlier regions stay valid while blessing.
+    for region in document.regions.iter().rev() {
+        let Some(generator) = GENERATORS.iter().find(|g| g.name == region.name) else {
+            report.problems.push(format!(
+                "{}: unknown generated region `{}` (known: {})",
+                document.file,
+                region.name,
+                GENERATORS
+                    .iter()
+                    .map(|g| g.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            continue;
+        };
+        report.checked += 1;
+        let expected = renders.get(generator);
+        let actual = document.content(region);
+        if actual == expected {
+            continue;
+        }
+        match mode {
+            Mode::Bless => blessed
+                .get_or_insert_with(|| document.text.clone())
+                .replace_range(region.content.clone(), expected),
+            Mode::Check => report.problems.push(format!(
+                "{}: generated region `{}` is stale (edited by hand, or the code changed):\n{}fix: run `{BLESS}` and commit the docs",
+                document.file,
+                region.name,
+                diff(&document.file, actual, expected)
+            )),
+        }
+    }
+    if let Some(text) = blessed {
+        std::fs::write(&document.path, &text)?;
+        report.rewritten.push(document.file.clone());
+        *document = Document::parse(document.path.clone(), document.file.clone(), text)?;
+    }
+    Ok(())
 }
 
-fn shape(text: &str, file: &str) -> Result<Shape> {
-    let mut shape = Shape::default();
-    let mut fence: Option<(usize, String, String)> = None;
-    for (i, line) in text.lines().enumerate() {
-        let number = i + 1;
-        if let Some((start, marker, body)) = &mut fence {
-            if line.trim_start().starts_with(marker.as_str()) && line.trim() == marker.as_str() {
-                shape.code.push((*start, std::mem::take(body)));
-                fence = None;
-            } else {
-                body.push_str(line);
-                body.push('\n');
-            }
-            continue;
-        }
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            let marker: String = trimmed
-                .chars()
-                .take_while(|c| *c == '`' || *c == '~')
-                .collect();
-            let info = trimmed[marker.len()..].trim().to_owned();
-            fence = Some((number, marker, format!("{info}\n")));
-            continue;
-        }
-        if line.starts_with('#') {
-            let level = line.chars().take_while(|c| *c == '#').count();
-            if line[level..].starts_with(' ') {
-                shape.headings.push((level, number));
-            }
+/// Every generator's region must be in its home document.
+fn homes(documents: &[Document], report: &mut Report) {
+    for generator in GENERATORS {
+        let present = documents.iter().any(|d| {
+            d.file == generator.home && d.regions.iter().any(|r| r.name == generator.name)
+        });
+        if !present {
+            report.problems.push(format!(
+                "{}: the generated region `{}` is missing; add\n{}\n{}\nand run `{BLESS}`",
+                generator.home,
+                generator.name,
+                begin_marker(generator.name),
+                end_marker(generator.name)
+            ));
         }
     }
-    for region in regions(text, file)? {
-        shape
-            .regions
-            .push((region.name, text[region.content].to_owned()));
+}
+
+/// The `X.zh.md` translation of an `X.md` document, if there is one.
+fn translation<'a>(documents: &'a [Document], document: &Document) -> Option<&'a Document> {
+    let stem = document.file.strip_suffix(".md")?;
+    if stem.ends_with(".zh") {
+        return None;
     }
-    Ok(shape)
+    let twin = format!("{stem}.zh.md");
+    documents.iter().find(|d| d.file == twin)
+}
+
+/// The first difference of two sequences of `(line, item)`: its index, and the line on each
+/// side there (`None` past that side's end).
+type Difference = (usize, Option<usize>, Option<usize>);
+
+/// Where two sequences of `(line, item)` first differ in their items, if they do; the lines
+/// themselves are not compared (translations differ in length).
+fn first_difference<T: PartialEq>(left: &[(usize, T)], right: &[(usize, T)]) -> Option<Difference> {
+    let at = left
+        .iter()
+        .zip(right)
+        .position(|((_, a), (_, b))| a != b)
+        .or_else(|| (left.len() != right.len()).then(|| left.len().min(right.len())))?;
+    let line = |items: &[(usize, T)]| items.get(at).map(|(line, _)| *line);
+    Some((at, line(left), line(right)))
+}
+
+/// The problem of a pair whose `item`s (headings, code blocks) differ.
+fn mismatch(
+    en: &Document,
+    zh: &Document,
+    item: &str,
+    (at, left, right): Difference,
+    rule: &str,
+    fix: &str,
+) -> String {
+    let line =
+        |n: Option<usize>| n.map_or_else(|| String::from("missing"), |n| format!("line {n}"));
+    format!(
+        "{} and {}: {item} {} differs ({} {}, {} {}); {rule}. fix: {fix}",
+        en.file,
+        zh.file,
+        at + 1,
+        en.file,
+        line(left),
+        zh.file,
+        line(right)
+    )
 }
 
 /// Compares every `X.md` with its `X.zh.md`.
-fn parity(root: &Path, report: &mut Report) -> Result<()> {
-    for path in documents(root)? {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if name.ends_with(".zh.md") {
+fn parity(documents: &[Document], report: &mut Report) {
+    for en in documents {
+        let Some(zh) = translation(documents, en) else {
             continue;
-        }
-        let sibling = path.with_file_name(name.replace(".md", ".zh.md"));
-        if !sibling.exists() {
-            continue;
-        }
+        };
         report.pairs += 1;
-        let (en, zh) = (relative(root, &path), relative(root, &sibling));
-        let left = shape(&crate::read(&path)?, &en)?;
-        let right = shape(&crate::read(&sibling)?, &zh)?;
-        let levels = |s: &Shape| s.headings.iter().map(|(l, _)| *l).collect::<Vec<_>>();
-        if levels(&left) != levels(&right) {
-            let at = levels(&left)
-                .iter()
-                .zip(levels(&right))
-                .position(|(a, b)| *a != b)
-                .unwrap_or(left.headings.len().min(right.headings.len()));
-            let line = |s: &Shape| {
-                s.headings
-                    .get(at)
-                    .map_or_else(|| String::from("end"), |(_, n)| format!("line {n}"))
-            };
-            report.problems.push(format!(
-                "{en} and {zh}: the heading structure differs ({} headings vs {}); first difference at heading {} ({en} {}, {zh} {}). fix: keep the same headings at the same levels in both languages",
-                left.headings.len(),
-                right.headings.len(),
-                at + 1,
-                line(&left),
-                line(&right)
-            ));
+        if let Some(difference) = first_difference(&en.headings, &zh.headings) {
+            let rule = format!(
+                "the heading structure must be the same in both languages ({} headings vs {})",
+                en.headings.len(),
+                zh.headings.len()
+            );
+            let fix = "keep the same headings at the same levels in both languages";
+            report
+                .problems
+                .push(mismatch(en, zh, "heading", difference, &rule, fix));
         }
-        let bodies = |s: &Shape| s.code.iter().map(|(_, c)| c.clone()).collect::<Vec<_>>();
-        if bodies(&left) != bodies(&right) {
-            let at = bodies(&left)
-                .iter()
-                .zip(bodies(&right))
-                .position(|(a, b)| *a != b)
-                .unwrap_or(left.code.len().min(right.code.len()));
-            let line = |s: &Shape| {
-                s.code
-                    .get(at)
-                    .map_or_else(|| String::from("missing"), |(n, _)| format!("line {n}"))
-            };
-            report.problems.push(format!(
-                "{en} and {zh}: code block {} differs ({en} {}, {zh} {}); code blocks must be byte-identical in both languages. fix: copy the block from one file to the other",
-                at + 1,
-                line(&left),
-                line(&right)
-            ));
+        if let Some(difference) = first_difference(&en.code, &zh.code) {
+            let rule = "code blocks must be byte-identical in both languages";
+            let fix = "copy the block from one file to the other";
+            report
+                .problems
+                .push(mismatch(en, zh, "code block", difference, rule, fix));
         }
-        if left.regions != right.regions {
+        if en.generated() != zh.generated() {
             report.problems.push(format!(
-                "{en} and {zh}: the generated regions differ; both files must carry the same regions. fix: add the markers to both and run `{BLESS}`"
+                "{} and {}: the generated regions differ; both files must carry the same regions. fix: add the markers to both and run `{BLESS}`",
+                en.file, zh.file
             ));
         }
     }
-    Ok(())
 }
 
-/// Every cookbook page must be included by the cookbook crate (so its code is compiled).
-fn cookbook_wiring(root: &Path, report: &mut Report) -> Result<()> {
-    let dir = root.join("docs/cookbook");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(());
-    };
-    let crate_source = std::fs::read_to_string(root.join(COOKBOOK_CRATE)).unwrap_or_default();
-    let mut pages: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".md"))
+/// Whether a block's marking lets it escape `cargo test -p cookbook`: `ignore` in any form, or
+/// a spelling of Rust that rustdoc does not test (`rs`, `Rust`). A block that names no
+/// language is refused too: rustdoc compiles it as Rust while the page shows plain text, so
+/// either way its language must be named.
+fn escapes_compilation(info: &str) -> bool {
+    let tokens: Vec<&str> = info
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
         .collect();
-    pages.sort();
-    for page in pages {
-        let included = format!("\"/{page}\"))]");
-        if !crate_source.contains(&included) {
+    let Some(language) = tokens.first() else {
+        return true;
+    };
+    let misspelt_rust =
+        *language != "rust" && matches!(language.to_lowercase().as_str(), "rust" | "rs");
+    misspelt_rust || tokens.iter().any(|t| t.starts_with("ignore"))
+}
+
+/// Every English cookbook page must be included by the cookbook crate (so its code is
+/// compiled and run) with no block that rustdoc would skip; a translation is compiled through
+/// its English page.
+fn cookbook(root: &Path, documents: &[Document], report: &mut Report) -> Result<()> {
+    let pages: Vec<(&str, &Document)> = documents
+        .iter()
+        .filter_map(|d| Some((d.file.strip_prefix(COOKBOOK_DIR)?, d)))
+        .filter(|(page, _)| !page.contains('/'))
+        .collect();
+    if pages.is_empty() {
+        return Ok(());
+    }
+    let crate_source = crate::read(&root.join(COOKBOOK_CRATE))?;
+    let included = |page: &str| crate_source.contains(&format!("\"/{page}\"))]"));
+    let english = |stem: &str| pages.iter().any(|(p, _)| *p == format!("{stem}.md"));
+    for (page, document) in &pages {
+        let translation_of = page.strip_suffix(".zh.md");
+        if !included(page) && !translation_of.is_some_and(english) {
             report.problems.push(format!(
-                "docs/cookbook/{page} is not compiled: {COOKBOOK_CRATE} does not include it. fix: add\n#[doc = include_str!(concat!(env!(\"DSH_COOKBOOK_DIR\"), \"/{page}\"))]\npub mod <name> {{}}"
+                "{COOKBOOK_DIR}{page} is not compiled: {COOKBOOK_CRATE} does not include it. fix: add\n#[doc = include_str!(concat!(env!(\"DSH_COOKBOOK_DIR\"), \"/{page}\"))]\npub mod <name> {{}}"
             ));
+        }
+        if translation_of.is_some() {
+            continue;
+        }
+        for (line, block) in &document.code {
+            if escapes_compilation(&block.info) {
+                report.problems.push(format!(
+                    "{COOKBOOK_DIR}{page} line {line}: the code block is marked `{}`, so `cargo test -p cookbook` would not compile it as Rust. fix: mark a Rust block `rust` (and make it pass), or name the block's language (`text`, `json`, `toml`, …)",
+                    block.info
+                ));
+            }
         }
     }
     Ok(())
 }
 
-/// A small line diff: lines only in the document (`-`) and only in the generated text (`+`).
-fn diff(actual: &str, expected: &str) -> String {
-    let old: Vec<&str> = actual.lines().collect();
-    let new: Vec<&str> = expected.lines().collect();
-    // Longest common subsequence table; regions are small.
-    let mut lcs = vec![vec![0usize; new.len() + 1]; old.len() + 1];
-    for i in (0..old.len()).rev() {
-        for j in (0..new.len()).rev() {
-            lcs[i][j] = if old[i] == new[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, String::new());
-    while i < old.len() || j < new.len() {
-        if i < old.len() && j < new.len() && old[i] == new[j] {
-            i += 1;
-            j += 1;
-        } else if i < old.len() && (j == new.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            out.push_str(&format!("    - {}\n", old[i]));
-            i += 1;
-        } else {
-            out.push_str(&format!("    + {}\n", new[j]));
-            j += 1;
-        }
-    }
-    out
+/// A unified diff of a stale region: `-` lines are in the document, `+` lines are generated.
+fn diff(file: &str, actual: &str, expected: &str) -> String {
+    similar::TextDiff::from_lines(actual, expected)
+        .unified_diff()
+        .context_radius(1)
+        .header(file, "generated from the code")
+        .to_string()
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use pretty_assertions::assert_eq;
 
     /// The `cargo test` twin of `cargo xtask drift-check`.
     #[test]
@@ -381,8 +492,10 @@ pub(crate) mod tests {
         assert!(report.is_clean(), "{report}");
     }
 
-    /// A scratch copy of everything the drift check reads.
-    pub(crate) fn copy_of_docs() -> tempfile::TempDir {
+    /// A scratch copy of everything the drift check reads, blessed and clean: each test
+    /// below then sees its own mutation only, even while the checkout's docs are stale (which
+    /// `the_docs_agree_with_the_code` reports).
+    fn copy_of_docs() -> tempfile::TempDir {
         let root = crate::workspace_root();
         let dir = tempfile::tempdir().unwrap();
         let mut files = documents(&root).unwrap();
@@ -392,6 +505,8 @@ pub(crate) mod tests {
             std::fs::create_dir_all(target.parent().unwrap()).unwrap();
             std::fs::copy(&file, target).unwrap();
         }
+        let blessed = run(dir.path(), Mode::Bless).unwrap();
+        assert!(blessed.is_clean(), "{blessed}");
         dir
     }
 
@@ -403,17 +518,16 @@ pub(crate) mod tests {
         std::fs::write(path, changed).unwrap();
     }
 
-    fn problems(dir: &Path) -> String {
-        let report = run(dir, Mode::Check).unwrap();
-        assert!(!report.is_clean(), "the mutation went unnoticed");
-        report.to_string()
+    /// The problems the check reports for the tree at `dir`.
+    fn problems(dir: &Path) -> Vec<String> {
+        run(dir, Mode::Check).unwrap().problems
     }
 
-    #[test]
-    fn an_untouched_copy_is_clean() {
-        let dir = copy_of_docs();
-        let report = run(dir.path(), Mode::Check).unwrap();
-        assert!(report.is_clean(), "{report}");
+    /// The one problem the check reports for the tree at `dir`.
+    fn the_problem(dir: &Path) -> String {
+        let mut problems = problems(dir);
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        problems.remove(0)
     }
 
     #[test]
@@ -422,16 +536,30 @@ pub(crate) mod tests {
         edit(dir.path(), "docs/subsystems/tools.md", |t| {
             t.replacen("| `INVALID_ARGS` |", "| `INVALID_ARGUMENTS` |", 1)
         });
-        let text = problems(dir.path());
+        let problems = problems(dir.path());
+        // The English page is stale, and the Chinese one no longer carries the same region.
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert_eq!(
+            problems[1],
+            format!(
+                "docs/subsystems/tools.md and docs/subsystems/tools.zh.md: the generated regions differ; both files must carry the same regions. fix: add the markers to both and run `{BLESS}`"
+            )
+        );
+        let text = &problems[0];
         assert!(
-            text.contains("docs/subsystems/tools.md: generated region `failure-codes` is stale"),
+            text.starts_with("docs/subsystems/tools.md: generated region `failure-codes` is stale"),
             "{text}"
         );
-        assert!(text.contains("    - | `INVALID_ARGUMENTS`"), "{text}");
-        assert!(text.contains("    + | `INVALID_ARGS`"), "{text}");
-        assert!(text.contains(BLESS), "{text}");
+        assert!(text.contains("\n--- docs/subsystems/tools.md\n"), "{text}");
+        assert!(text.contains("\n-| `INVALID_ARGUMENTS` |"), "{text}");
+        assert!(text.contains("\n+| `INVALID_ARGS` |"), "{text}");
+        assert!(
+            text.ends_with(&format!("fix: run `{BLESS}` and commit the docs")),
+            "{text}"
+        );
         let blessed = run(dir.path(), Mode::Bless).unwrap();
         assert_eq!(blessed.rewritten, vec!["docs/subsystems/tools.md"]);
+        assert!(blessed.is_clean(), "{blessed}");
         assert!(run(dir.path(), Mode::Check).unwrap().is_clean());
     }
 
@@ -447,13 +575,22 @@ pub(crate) mod tests {
             let line_end = end + t[end..].find('\n').unwrap() + 1;
             format!("{}{}", &t[..line_start], &t[line_end..])
         });
-        let text = problems(dir.path());
+        let problems = problems(dir.path());
+        // The English page is stale, and no longer agrees with the Chinese one on the region
+        // and on the code block in it.
+        assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(
-            text.contains("docs/subsystems/shell.md: generated region `tool-catalog` is stale"),
-            "{text}"
+            problems[0]
+                .starts_with("docs/subsystems/shell.md: generated region `tool-catalog` is stale"),
+            "{}",
+            problems[0]
         );
-        assert!(text.contains("+         \"workdir\": {"), "{text}");
-        assert!(text.contains(BLESS), "{text}");
+        assert!(
+            problems[0].contains("\n+        \"workdir\": {\n"),
+            "{}",
+            problems[0]
+        );
+        assert!(problems[0].contains(BLESS), "{}", problems[0]);
     }
 
     #[test]
@@ -463,9 +600,12 @@ pub(crate) mod tests {
             let at = t.find("```rust\n").unwrap() + "```rust\n".len();
             format!("{}// changed in English only\n{}", &t[..at], &t[at..])
         });
-        let text = problems(dir.path());
-        assert!(text.contains("docs/cookbook/adding-a-tool.md and docs/cookbook/adding-a-tool.zh.md: code block 1 differs"), "{text}");
-        assert!(text.contains("fix: copy the block"), "{text}");
+        assert_eq!(
+            problems(dir.path()),
+            [
+                "docs/cookbook/adding-a-tool.md and docs/cookbook/adding-a-tool.zh.md: code block 1 differs (docs/cookbook/adding-a-tool.md line 13, docs/cookbook/adding-a-tool.zh.md line 13); code blocks must be byte-identical in both languages. fix: copy the block from one file to the other"
+            ]
+        );
     }
 
     #[test]
@@ -476,40 +616,104 @@ pub(crate) mod tests {
             let end = at + t[at..].find('\n').unwrap() + 1;
             format!("{}{}", &t[..at], &t[end..])
         });
-        let text = problems(dir.path());
-        assert!(text.contains("docs/subsystems/jobs.md and docs/subsystems/jobs.zh.md: the heading structure differs"), "{text}");
-    }
-
-    #[test]
-    fn a_cookbook_page_that_is_not_compiled_fails() {
-        let dir = copy_of_docs();
-        std::fs::write(dir.path().join("docs/cookbook/new-page.md"), "# New\n").unwrap();
-        let text = problems(dir.path());
+        let text = the_problem(dir.path());
         assert!(
-            text.contains("docs/cookbook/new-page.md is not compiled"),
+            text.starts_with("docs/subsystems/jobs.md and docs/subsystems/jobs.zh.md: heading "),
+            "{text}"
+        );
+        assert!(
+            text.contains("docs/subsystems/jobs.zh.md missing); the heading structure must be the same in both languages"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("fix: keep the same headings at the same levels in both languages"),
             "{text}"
         );
     }
 
     #[test]
+    fn regions_missing_from_a_translation_fail() {
+        let dir = copy_of_docs();
+        edit(dir.path(), "docs/subsystems/shell.zh.md", |t| {
+            t.replace(&format!("{}\n", begin_marker("tool-catalog")), "")
+                .replace(&format!("{}\n", end_marker("tool-catalog")), "")
+        });
+        assert_eq!(
+            problems(dir.path()),
+            [format!(
+                "docs/subsystems/shell.md and docs/subsystems/shell.zh.md: the generated regions differ; both files must carry the same regions. fix: add the markers to both and run `{BLESS}`"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_cookbook_page_that_is_not_compiled_fails() {
+        let dir = copy_of_docs();
+        let not_compiled = |page: &str| {
+            format!(
+                "docs/cookbook/{page} is not compiled: {COOKBOOK_CRATE} does not include it. fix: add\n#[doc = include_str!(concat!(env!(\"DSH_COOKBOOK_DIR\"), \"/{page}\"))]\npub mod <name> {{}}"
+            )
+        };
+        // A translation alone has no English page to be compiled through.
+        std::fs::write(dir.path().join("docs/cookbook/new-page.zh.md"), "# 新\n").unwrap();
+        assert_eq!(problems(dir.path()), [not_compiled("new-page.zh.md")]);
+        // With its English page, only the English page needs the include.
+        std::fs::write(dir.path().join("docs/cookbook/new-page.md"), "# New\n").unwrap();
+        assert_eq!(problems(dir.path()), [not_compiled("new-page.md")]);
+    }
+
+    #[test]
+    fn a_cookbook_block_rustdoc_would_skip_fails() {
+        let dir = copy_of_docs();
+        for page in ["adding-a-tool.md", "adding-a-tool.zh.md"] {
+            edit(dir.path(), &format!("docs/cookbook/{page}"), |t| {
+                t.replacen("```rust\n", "```rust,ignore\n", 1)
+            });
+        }
+        assert_eq!(
+            problems(dir.path()),
+            [
+                "docs/cookbook/adding-a-tool.md line 13: the code block is marked `rust,ignore`, so `cargo test -p cookbook` would not compile it as Rust. fix: mark a Rust block `rust` (and make it pass), or name the block's language (`text`, `json`, `toml`, …)"
+            ]
+        );
+    }
+
+    #[test]
+    fn fences_that_escape_compilation_are_recognised() {
+        for (info, escapes) in [
+            ("rust", false),
+            ("rust,no_run", false),
+            ("text", false),
+            ("json", false),
+            ("", true),
+            ("ignore", true),
+            ("rust,ignore", true),
+            ("rust ignore-x86_64", true),
+            ("rs", true),
+            ("Rust", true),
+        ] {
+            assert_eq!(escapes_compilation(info), escapes, "`{info}`");
+        }
+    }
+
+    #[test]
     fn a_cookbook_block_that_no_longer_compiles_fails_cargo_test() {
-        // Compile a copy of the pages with one block broken, through the real cookbook crate
-        // (its build script reads DSH_COOKBOOK_DIR), and expect the doctests to fail.
+        // Compile a page with one block broken, through the real cookbook crate (its build
+        // script reads DSH_COOKBOOK_DIR), and expect the doctests to fail. The page is the
+        // English one cut after that block: the blocks after it compile as they do in the
+        // main run and would only make this test slower.
         let root = crate::workspace_root();
         let dir = tempfile::tempdir().unwrap();
-        for page in ["adding-a-tool.md", "adding-a-tool.zh.md"] {
-            std::fs::copy(root.join("docs/cookbook").join(page), dir.path().join(page)).unwrap();
-        }
-        edit(dir.path(), "adding-a-tool.md", |t| {
-            let at = t.find("```rust\n").unwrap() + "```rust\n".len();
-            format!(
-                "{}let broken: u32 = \"not a number\";\n{}",
-                &t[..at],
-                &t[at..]
-            )
-        });
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| String::from("cargo"));
-        let output = std::process::Command::new(cargo)
+        let page = std::fs::read_to_string(root.join("docs/cookbook/adding-a-tool.md")).unwrap();
+        let start = page.find("```rust\n").unwrap() + "```rust\n".len();
+        let end = start + page[start..].find("\n```\n").unwrap() + "\n```\n".len();
+        let broken = format!(
+            "{}let broken: u32 = \"not a number\";\n{}",
+            &page[..start],
+            &page[start..end]
+        );
+        std::fs::write(dir.path().join("adding-a-tool.md"), broken).unwrap();
+        let output = crate::cargo()
             .args(["test", "--quiet", "-p", "cookbook", "--doc"])
             .env("DSH_COOKBOOK_DIR", dir.path())
             // Its own target directory: rebuilding the cookbook crate with another page
@@ -534,25 +738,28 @@ pub(crate) mod tests {
     #[test]
     fn missing_and_unknown_regions_are_reported() {
         let dir = copy_of_docs();
-        edit(dir.path(), "docs/subsystems/agent-loop.md", |t| {
-            t.replace(&begin_marker("session-events"), &begin_marker("mystery"))
-                .replace(&end_marker("session-events"), &end_marker("mystery"))
-        });
-        let text = problems(dir.path());
-        assert!(
-            text.contains("docs/subsystems/agent-loop.md: unknown generated region `mystery`"),
-            "{text}"
+        for page in ["agent-loop.md", "agent-loop.zh.md"] {
+            edit(dir.path(), &format!("docs/subsystems/{page}"), |t| {
+                t.replace(&begin_marker("session-events"), &begin_marker("mystery"))
+                    .replace(&end_marker("session-events"), &end_marker("mystery"))
+            });
+        }
+        let unknown = |file: &str| {
+            format!(
+                "{file}: unknown generated region `mystery` (known: failure-codes, code-mode-sdk, tool-catalog, card-vocabulary, session-events)"
+            )
+        };
+        assert_eq!(
+            problems(dir.path()),
+            [
+                unknown("docs/subsystems/agent-loop.md"),
+                unknown("docs/subsystems/agent-loop.zh.md"),
+                format!(
+                    "docs/subsystems/agent-loop.md: the generated region `session-events` is missing; add\n{}\n{}\nand run `{BLESS}`",
+                    begin_marker("session-events"),
+                    end_marker("session-events")
+                ),
+            ]
         );
-        assert!(
-            text.contains(
-                "docs/subsystems/agent-loop.md: the generated region `session-events` is missing"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn diff_marks_removed_and_added_lines() {
-        assert_eq!(diff("a\nb\nc\n", "a\nx\nc\n"), "    - b\n    + x\n");
     }
 }

@@ -10,9 +10,13 @@ use dsh_tools::{
 use std::sync::Arc;
 use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
-/// A region generator: its name, what it shows, and a function producing the region's content.
+/// A region generator: the region's name, the document every checkout must carry it in, and
+/// the function producing its content.
 pub(crate) struct Generator {
     pub(crate) name: &'static str,
+    /// The document (relative to the workspace root) the region belongs in; translations of
+    /// that document carry it too, which the bilingual parity check enforces.
+    pub(crate) home: &'static str,
     pub(crate) render: fn() -> String,
 }
 
@@ -20,34 +24,34 @@ pub(crate) struct Generator {
 pub(crate) const GENERATORS: &[Generator] = &[
     Generator {
         name: "failure-codes",
+        home: "docs/subsystems/tools.md",
         render: failure_codes,
     },
     Generator {
         name: "code-mode-sdk",
+        home: "docs/subsystems/tools.md",
         render: code_mode_sdk,
     },
     Generator {
         name: "tool-catalog",
+        home: "docs/subsystems/shell.md",
         render: tool_catalog,
     },
     Generator {
         name: "card-vocabulary",
+        home: "docs/subsystems/presenters.md",
         render: card_vocabulary,
     },
     Generator {
         name: "session-events",
+        home: "docs/subsystems/agent-loop.md",
         render: session_events,
     },
 ];
 
-/// The generator of a region.
-pub(crate) fn generator(name: &str) -> Option<&'static Generator> {
-    GENERATORS.iter().find(|g| g.name == name)
-}
-
 /// The registry of the tools this workspace ships, as a model sees them: `bash` with
 /// background jobs enabled, and the job-control tools.
-pub(crate) fn builtin_registry() -> ToolRegistry {
+fn builtin_registry() -> ToolRegistry {
     let registry = ToolRegistry::new();
     let jobs = JobRuntime::default();
     let bash = BashPlugin::new(Arc::new(LocalExecutor::default())).with_jobs(jobs.clone());
@@ -133,8 +137,15 @@ mod tests {
     #[test]
     fn the_catalog_lists_the_built_in_tools() {
         let catalog = tool_catalog();
-        for tool in ["\"bash\"", "\"job_output\"", "\"job_list\"", "\"job_kill\""] {
-            assert!(catalog.contains(tool), "{tool} missing");
-        }
+        let json = catalog
+            .strip_prefix("```json\n")
+            .and_then(|c| c.strip_suffix("\n```\n"))
+            .unwrap();
+        let schemas: Vec<serde_json::Value> = serde_json::from_str(json).unwrap();
+        let names: Vec<&str> = schemas
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["bash", "job_kill", "job_list", "job_output"]);
     }
 }

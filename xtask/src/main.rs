@@ -1,9 +1,5 @@
-//! Workspace automation: `cargo xtask <command>`.
-//!
-//! - `drift-check [--bless]`: the generated regions of the docs agree with the code.
-//! - `snapshots --references FILE`: every committed insta snapshot is used by a test.
-//! - `vendor-docs DEST` and `drift-check --vendor DIR`: vendored docs for downstream projects.
-//! - `stress`: the heavy reliability suite (release mode).
+//! Workspace automation: `cargo xtask <command>`. The commands and their options are listed
+//! once, in [`USAGE`] (`cargo xtask help` prints it).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,6 +11,21 @@ mod vendor;
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every command and its options: the help text, and the one list the docs follow.
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  drift-check [--bless]          check (or rewrite) the generated regions of the docs, the
+                                 bilingual pairs and the cookbook wiring
+  drift-check --vendor DIR       check a downstream project's vendored docs against the
+                                 dsh-tools version its Cargo.lock resolves
+  vendor-docs DEST               write the docs with a VERSION stamp and content hashes
+  snapshots --references FILE    fail on committed snapshots no test used (run the tests with
+                                 INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)
+  stress [-- TEST-ARGS]          run the heavy reliability suite in release mode
+  bench [--quick] [--json]       run the benchmarks against their baselines in release mode";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,59 +45,13 @@ fn main() -> Result<()> {
                     unknown => bail!("unknown drift-check option `{unknown}`\n\n{USAGE}"),
                 }
             }
-            if let Some(dir) = vendor {
-                let problems = vendor::check_vendored(&root, &dir)?;
-                if problems.is_empty() {
-                    println!(
-                        "drift-check --vendor: {} matches dsh-tools {}",
-                        dir.display(),
-                        dsh_tools::VERSION
-                    );
-                    return Ok(());
-                }
-                for problem in &problems {
-                    println!("{problem}");
-                }
-                bail!(
-                    "{} vendored file(s) or stamps do not match; re-vendor with `cargo xtask vendor-docs {}`",
-                    problems.len(),
-                    dir.display()
-                );
+            match vendor {
+                Some(_) if bless => bail!(
+                    "--bless cannot rewrite vendored docs; re-vendor them with `cargo xtask vendor-docs DIR`\n\n{USAGE}"
+                ),
+                Some(dir) => check_vendored(&root, &dir),
+                None => check_drift(&root, bless),
             }
-            let mode = if bless {
-                drift::Mode::Bless
-            } else {
-                drift::Mode::Check
-            };
-            let report = drift::run(&root, mode)?;
-            print!("{report}");
-            if !report.is_clean() {
-                std::process::exit(1);
-            }
-            Ok(())
-        }
-        Some("stress") => {
-            // The heavy reliability suite, in release mode (see docs/reliability.md).
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| String::from("cargo"));
-            let status = std::process::Command::new(cargo)
-                .args([
-                    "test",
-                    "--release",
-                    "-p",
-                    "tool-bash",
-                    "--features",
-                    "stress",
-                    "--test",
-                    "stress",
-                ])
-                .args(&args[1..])
-                .current_dir(&root)
-                .status()
-                .context("running cargo")?;
-            if !status.success() {
-                bail!("the stress suite failed ({status})");
-            }
-            Ok(())
         }
         Some("vendor-docs") => {
             let Some(dest) = args.get(1) else {
@@ -120,16 +85,39 @@ fn main() -> Result<()> {
                 orphans.len()
             );
         }
+        Some("stress") => {
+            // The heavy reliability suite, in release mode (see docs/reliability.md).
+            let status = cargo()
+                .args([
+                    "test",
+                    "--release",
+                    "-p",
+                    "tool-bash",
+                    "--features",
+                    "stress",
+                ])
+                .args(["--test", "stress"])
+                .args(&args[1..])
+                .current_dir(&root)
+                .status()
+                .context("running cargo")?;
+            if !status.success() {
+                bail!("the stress suite failed ({status})");
+            }
+            Ok(())
+        }
         Some("bench") => {
             // The release-mode benchmarks of spec 07 §7.1 (see docs/performance.md).
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| String::from("cargo"));
-            let status = std::process::Command::new(cargo)
+            let status = cargo()
                 .args(["run", "--release", "--quiet", "-p", "bench", "--"])
                 .args(&args[1..])
                 .current_dir(&root)
                 .status()
                 .context("running cargo")?;
-            std::process::exit(status.code().unwrap_or(1));
+            if !status.success() {
+                bail!("the benchmarks failed ({status})");
+            }
+            Ok(())
         }
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");
@@ -139,28 +127,53 @@ fn main() -> Result<()> {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask <command>
+/// `drift-check [--bless]`: prints the report and fails when it has problems.
+fn check_drift(root: &Path, bless: bool) -> Result<()> {
+    let mode = if bless {
+        drift::Mode::Bless
+    } else {
+        drift::Mode::Check
+    };
+    let report = drift::run(root, mode)?;
+    print!("{report}");
+    if !report.is_clean() {
+        bail!("the docs have drifted from the code");
+    }
+    Ok(())
+}
 
-commands:
-  drift-check [--bless]          check (or rewrite) the generated regions of the docs, the
-                                 bilingual pairs and the cookbook wiring
-  drift-check --vendor DIR       check a downstream project's vendored docs against the
-                                 dsh-tools version its Cargo.lock resolves
-  vendor-docs DEST               write the docs with a VERSION stamp and content hashes
-  stress [-- TEST-ARGS]          run the heavy reliability suite in release mode
-  bench [--quick] [--json]       run the benchmarks against their baselines in release mode
-  snapshots --references FILE    fail on committed snapshots no test used (run the tests with
-                                 INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)";
+/// `drift-check --vendor DIR`: prints each problem of the vendored copy and fails if any.
+fn check_vendored(root: &Path, dir: &Path) -> Result<()> {
+    let problems = vendor::check_vendored(root, dir)?;
+    if problems.is_empty() {
+        println!(
+            "drift-check --vendor: {} matches dsh-tools {}",
+            dir.display(),
+            dsh_tools::VERSION
+        );
+        return Ok(());
+    }
+    for problem in &problems {
+        println!("{problem}");
+    }
+    bail!(
+        "{} vendored file(s) or stamps do not match; re-vendor with `cargo xtask vendor-docs {}`",
+        problems.len(),
+        dir.display()
+    );
+}
 
-/// The workspace root: the parent of this crate's directory.
-pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+/// The workspace root: xtask's manifest directory is `<root>/xtask`.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The cargo that runs xtask (`$CARGO`), or the one on `PATH`.
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// Reads a file, naming it in the error.
-pub(crate) fn read(path: &Path) -> Result<String> {
+fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Every `*.snap` file under `root` (outside `target/`).
-pub(crate) fn snapshot_files(root: &Path) -> Result<BTreeSet<PathBuf>> {
+fn snapshot_files(root: &Path) -> Result<BTreeSet<PathBuf>> {
     let mut out = BTreeSet::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {

@@ -119,8 +119,23 @@ pub(crate) fn check_vendored(root: &Path, dir: &Path) -> Result<Vec<String>> {
             dsh_tools::VERSION
         ));
     }
-    let recorded: BTreeMap<String, String> = std::fs::read_to_string(dir.join(HASHES_FILE))
-        .unwrap_or_default()
+    let hashes_path = dir.join(HASHES_FILE);
+    let hashes = match std::fs::read_to_string(&hashes_path) {
+        Ok(hashes) => hashes,
+        // Without the hashes every file that differs looks like an upstream change, so the
+        // copy is still compared, but the missing file is a problem of its own.
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            problems.push(format!(
+                "{}: missing, so local edits cannot be told from upstream changes. fix: re-vendor with `cargo xtask vendor-docs`",
+                hashes_path.display()
+            ));
+            String::new()
+        }
+        Err(error) => {
+            return Err(error).with_context(|| format!("cannot read {}", hashes_path.display()));
+        }
+    };
+    let recorded: BTreeMap<String, String> = hashes
         .lines()
         .filter_map(|l| l.split_once("  "))
         .map(|(hash, path)| (path.to_owned(), hash.to_owned()))
@@ -156,6 +171,7 @@ pub(crate) fn check_vendored(root: &Path, dir: &Path) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pretty_assertions::assert_eq;
 
     /// A downstream project whose Cargo.lock resolves dsh-tools `version`, with the docs
     /// vendored under `docs/dsh`.
@@ -178,35 +194,56 @@ mod tests {
             check_vendored(&crate::workspace_root(), &vendored).unwrap(),
             Vec::<String>::new()
         );
-        assert_eq!(
-            std::fs::read_to_string(vendored.join(VERSION_FILE))
-                .unwrap()
-                .trim(),
-            dsh_tools::VERSION
-        );
     }
 
     #[test]
     fn a_different_stamp_fails() {
-        let (_project, vendored) = downstream(dsh_tools::VERSION);
+        let (project, vendored) = downstream(dsh_tools::VERSION);
         std::fs::write(vendored.join(VERSION_FILE), "0.0.1\n").unwrap();
-        let problems = check_vendored(&crate::workspace_root(), &vendored).unwrap();
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].contains("stamped dsh-tools 0.0.1"),
-            "{problems:?}"
+        let lock = project.path().canonicalize().unwrap().join("Cargo.lock");
+        assert_eq!(
+            check_vendored(&crate::workspace_root(), &vendored).unwrap(),
+            vec![format!(
+                "{}: the vendored docs are stamped dsh-tools 0.0.1, but {} resolves {v}. fix: re-vendor with `cargo xtask vendor-docs` from dsh-rs {v}",
+                vendored.join(VERSION_FILE).display(),
+                lock.display(),
+                v = dsh_tools::VERSION
+            )]
         );
     }
 
     #[test]
     fn a_lock_on_another_version_fails() {
-        let (_project, vendored) = downstream("9.9.9");
-        let problems = check_vendored(&crate::workspace_root(), &vendored).unwrap();
-        assert!(
-            problems
-                .iter()
-                .any(|p| p.contains("resolves dsh-tools 9.9.9")),
-            "{problems:?}"
+        let (project, vendored) = downstream("9.9.9");
+        let lock = project.path().canonicalize().unwrap().join("Cargo.lock");
+        assert_eq!(
+            check_vendored(&crate::workspace_root(), &vendored).unwrap(),
+            vec![
+                format!(
+                    "{}: the vendored docs are stamped dsh-tools {v}, but {} resolves 9.9.9. fix: re-vendor with `cargo xtask vendor-docs` from dsh-rs 9.9.9",
+                    vendored.join(VERSION_FILE).display(),
+                    lock.display(),
+                    v = dsh_tools::VERSION
+                ),
+                format!(
+                    "{} resolves dsh-tools 9.9.9, but this dsh-rs checkout is {}: run the check from a checkout of 9.9.9",
+                    lock.display(),
+                    dsh_tools::VERSION
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_hash_file_is_reported() {
+        let (_project, vendored) = downstream(dsh_tools::VERSION);
+        std::fs::remove_file(vendored.join(HASHES_FILE)).unwrap();
+        assert_eq!(
+            check_vendored(&crate::workspace_root(), &vendored).unwrap(),
+            vec![format!(
+                "{}: missing, so local edits cannot be told from upstream changes. fix: re-vendor with `cargo xtask vendor-docs`",
+                vendored.join(HASHES_FILE).display()
+            )]
         );
     }
 
@@ -231,7 +268,9 @@ mod tests {
                 }
             })
             .collect();
-        std::fs::write(vendored.join(HASHES_FILE), hashes).unwrap();
+        // A file an older release had and this one dropped.
+        let removed = format!("{}  docs/removed.md\n", sha256(b"gone\n"));
+        std::fs::write(vendored.join(HASHES_FILE), hashes + &removed).unwrap();
         std::fs::write(vendored.join("README.md"), "an older README\n").unwrap();
         let problems = check_vendored(&crate::workspace_root(), &vendored).unwrap();
         assert_eq!(
@@ -240,6 +279,9 @@ mod tests {
                 "README.md: differs from dsh-rs ".to_owned() + dsh_tools::VERSION,
                 "docs/subsystems/jobs.md: missing from the vendored copy".to_owned(),
                 "docs/subsystems/tools.md: edited since it was vendored".to_owned(),
+                "docs/removed.md: no longer part of the dsh-rs ".to_owned()
+                    + dsh_tools::VERSION
+                    + " docs",
             ]
         );
     }
