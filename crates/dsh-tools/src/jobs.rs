@@ -6,18 +6,23 @@
 //! [`JobRuntime::list`], [`JobRuntime::kill`] and [`JobRuntime::wait`].
 //!
 //! Rules worth knowing:
-//! - `start` finishes every failable preflight (controller attached, owner alive, capacity)
-//!   before calling the producer's `run`; if `run` fails nothing is registered.
+//! - `start` finishes every failable preflight (inside a tokio runtime, not torn down,
+//!   controller attached, owner alive, capacity) before calling the producer's `run`; if `run`
+//!   fails nothing is registered.
 //! - Ids are `<kind>-N`, predictable: authorization by owner session, not secrecy, is the
 //!   boundary. Owned jobs are visible only from the owner's session; unowned jobs from anyone.
 //! - Settlement is first-wins: one terminal record, waiters released once, listeners notified
 //!   once, whatever a late producer outcome says.
 //! - When a job settles and nobody has reported it (a kill, a read or wait that saw the end,
-//!   or teardown), the owner gets exactly one completion notice through
-//!   [`AgentHandle::inject`](crate::AgentHandle::inject). N jobs finishing together produce N
-//!   notices.
+//!   or teardown), the owner gets one completion notice through
+//!   [`AgentHandle::inject`](crate::AgentHandle::inject): at most one per job, and none lost,
+//!   so N jobs finishing together produce N notices. A disposed owner's notice is dropped with
+//!   it (nobody is left to read it).
+//! - A host awaiting [`JobRuntime::settled`] resumes only after the listeners ran and the
+//!   notice was delivered.
 
 use crate::agent::{AgentRef, InjectedContext};
+use crate::definition::contain;
 use crate::error::panic_message;
 use crate::scope::Disposer;
 use crate::text::{bound_keeping_tail, head_bytes};
@@ -27,10 +32,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -314,8 +320,7 @@ pub struct JobRead {
 }
 
 /// What a kill did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KillOutcome {
     /// Cancellation was requested; the job is stopping.
     Requested,
@@ -340,6 +345,10 @@ pub enum NoticeDelivery {
 pub trait TurnOpener: Send + Sync {
     /// Opens a turn on `owner` if it is idle, returning whether it did. The notice is already
     /// in the owner's inbox when this is called.
+    ///
+    /// It runs on whichever thread delivers the notice (usually the one that settled the job),
+    /// with no lock of the runtime held, so it may call back into the [`JobRuntime`]. It should
+    /// return quickly: spawn the turn, do not run it here.
     fn open_turn(&self, owner: &AgentRef) -> bool;
 }
 
@@ -351,8 +360,9 @@ pub struct JobsConfig {
     pub max_concurrent_jobs_per_owner: usize,
     /// How completion notices are delivered. Default `Quiet`.
     pub delivery: NoticeDelivery,
-    /// How long owner disposal and teardown wait for cancelled producers to settle before
-    /// force-failing their records. Default 10 s (above the shell's 2 s kill grace).
+    /// How long a killed job, owner disposal and teardown wait for cancelled producers to
+    /// settle before force-failing their records. Default 10 s (above the shell's 2 s kill
+    /// grace).
     pub teardown_grace: Duration,
 }
 
@@ -391,6 +401,10 @@ pub enum JobError {
         /// The limit.
         limit: usize,
     },
+    /// `start` was called outside a tokio runtime, which the jobs runtime needs to watch the
+    /// producer's `done`.
+    #[error("jobs need a tokio runtime to watch their producers; start was called outside one")]
+    NoRuntime,
     /// The runtime was torn down.
     #[error("the jobs runtime was torn down; no job was started")]
     TornDown,
@@ -419,19 +433,70 @@ pub enum JobError {
     },
 }
 
-type DoneListener = Arc<dyn Fn(&JobSnapshot, Option<&AgentRef>) + Send + Sync>;
-type ChangedListener = Arc<dyn Fn(&JobSnapshot) + Send + Sync>;
+type DoneListener = dyn Fn(&JobSnapshot, Option<&AgentRef>) + Send + Sync;
+type ChangedListener = dyn Fn(&JobSnapshot) + Send + Sync;
+
+/// The registered listeners of one kind, each removable by the id it was given.
+struct Listeners<F: ?Sized> {
+    next: AtomicU64,
+    list: Mutex<Vec<(u64, Arc<F>)>>,
+}
+
+impl<F: ?Sized> Listeners<F> {
+    fn new() -> Listeners<F> {
+        Listeners {
+            next: AtomicU64::new(1),
+            list: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn add(&self, listener: Arc<F>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.list).push((id, listener));
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        lock(&self.list).retain(|(listener, _)| *listener != id);
+    }
+
+    /// The listeners at this moment. They are called from this copy, without the lock held,
+    /// so a listener may add or remove listeners.
+    fn current(&self) -> Vec<Arc<F>> {
+        lock(&self.list)
+            .iter()
+            .map(|(_, listener)| Arc::clone(listener))
+            .collect()
+    }
+}
 
 struct Record {
     snapshot: JobSnapshot,
     owner: Option<AgentRef>,
-    cancel: CancelFn,
+    /// The producer's cancel hook while the job is live; dropped at settlement, since nothing
+    /// may cancel a settled job (the reader stays: the output remains readable).
+    cancel: Option<CancelFn>,
     reader: Option<ReaderFn>,
     final_output: Option<String>,
+    /// Set once the settlement is complete: recorded, listeners called, notice delivered.
     settled: watch::Sender<bool>,
+    /// The tokio runtime `start` ran in, which also runs the job's kill watchdog.
+    runtime: Handle,
     /// Callers inside `wait`: each will return the terminal snapshot, so a settlement while
     /// any is waiting counts as reported.
     waiters: usize,
+    /// The settlement was marked reported only because waiters were counted, and none of them
+    /// has returned it yet. If they all go away without returning it (their futures dropped),
+    /// the notice is delivered after all.
+    reported_for_waiters: bool,
+}
+
+impl Record {
+    /// Marks the end as seen by a caller: no notice follows.
+    fn mark_reported(&mut self) {
+        self.snapshot.reported = true;
+        self.reported_for_waiters = false;
+    }
 }
 
 #[derive(Default)]
@@ -443,15 +508,20 @@ struct State {
     torn_down: bool,
 }
 
+impl State {
+    fn record_mut(&mut self, id: &JobId) -> Option<&mut Record> {
+        self.records.iter_mut().find(|r| &r.snapshot.id == id)
+    }
+}
+
 struct Inner {
     config: JobsConfig,
     state: Mutex<State>,
     controllers: AtomicUsize,
-    done_listeners: Mutex<Vec<(u64, DoneListener)>>,
-    changed_listeners: Mutex<Vec<(u64, ChangedListener)>>,
+    done_listeners: Listeners<DoneListener>,
+    changed_listeners: Listeners<ChangedListener>,
     opener: Mutex<Option<Arc<dyn TurnOpener>>>,
     wakes: Mutex<HashMap<String, u32>>,
-    next_listener: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -505,18 +575,12 @@ impl JobRuntime {
                 config,
                 state: Mutex::new(State::default()),
                 controllers: AtomicUsize::new(0),
-                done_listeners: Mutex::new(Vec::new()),
-                changed_listeners: Mutex::new(Vec::new()),
+                done_listeners: Listeners::new(),
+                changed_listeners: Listeners::new(),
                 opener: Mutex::new(None),
                 wakes: Mutex::new(HashMap::new()),
-                next_listener: AtomicU64::new(1),
             }),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &JobsConfig {
-        &self.inner.config
     }
 
     /// Declares that a job controller (the model-facing job tools) is loaded. Producers can
@@ -540,7 +604,8 @@ impl JobRuntime {
     }
 
     /// Starts a job after full preflight. If the producer's `run` fails (or panics), nothing is
-    /// registered and no id is used.
+    /// registered and no id is used. Must be called within a tokio runtime, which then watches
+    /// the job.
     pub fn start(&self, start: JobStart) -> Result<JobId, JobError> {
         let JobStart {
             kind,
@@ -550,10 +615,8 @@ impl JobRuntime {
             run,
         } = start;
         let owner_session = owner.as_ref().map(|o| o.session_id().to_owned());
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Err(JobError::Run(String::from(
-                "jobs need a tokio runtime to watch their producers",
-            )));
+        let Ok(runtime) = Handle::try_current() else {
+            return Err(JobError::NoRuntime);
         };
         {
             // Preflight and capacity reservation in one critical section, so concurrent starts
@@ -592,7 +655,7 @@ impl JobRuntime {
             }
             *state.reserved.entry(owner_session.clone()).or_insert(0) += 1;
         }
-        let started = catch_unwind(AssertUnwindSafe(run));
+        let started = contain("the producer", run);
         let mut state = lock(&self.inner.state);
         if let Some(reserved) = state.reserved.get_mut(&owner_session) {
             *reserved = reserved.saturating_sub(1);
@@ -600,18 +663,17 @@ impl JobRuntime {
         let hooks = match started {
             Ok(Ok(hooks)) => hooks,
             Ok(Err(error)) => return Err(JobError::Run(error.to_string())),
-            Err(payload) => {
-                return Err(JobError::Run(format!(
-                    "the producer panicked: {}",
-                    panic_message(payload.as_ref())
-                )));
-            }
+            Err(message) => return Err(JobError::Run(message)),
         };
         if state.torn_down {
             // Teardown began while the producer was starting: stop the work at once.
             drop(state);
             let cancel = hooks.cancel;
-            let _ = catch_unwind(AssertUnwindSafe(|| cancel("jobs runtime torn down")));
+            if let Err(message) =
+                contain("the producer's cancel", || cancel("jobs runtime torn down"))
+            {
+                tracing::warn!("{message}");
+            }
             runtime.spawn(hooks.done);
             return Err(JobError::TornDown);
         }
@@ -634,11 +696,13 @@ impl JobRuntime {
         state.records.push(Record {
             snapshot: snapshot.clone(),
             owner,
-            cancel: hooks.cancel,
+            cancel: Some(hooks.cancel),
             reader: hooks.reader,
             final_output: None,
             settled,
+            runtime: runtime.clone(),
             waiters: 0,
+            reported_for_waiters: false,
         });
         drop(state);
 
@@ -646,6 +710,7 @@ impl JobRuntime {
         let settle_id = id.clone();
         let done = hooks.done;
         runtime.spawn(async move {
+            // `contain` is for synchronous code; a future's panic surfaces when it is polled.
             let outcome = match AssertUnwindSafe(done).catch_unwind().await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(error)) => {
@@ -697,13 +762,10 @@ impl JobRuntime {
             // Producer code runs outside the state lock.
             Some(reader) => {
                 let mut read = lock(&reader);
-                match catch_unwind(AssertUnwindSafe(|| (*read)())) {
-                    Ok(text) => text,
-                    Err(payload) => format!(
-                        "[reading output failed: {}]",
-                        panic_message(payload.as_ref())
-                    ),
-                }
+                contain("the output reader", || (*read)()).unwrap_or_else(|message| {
+                    tracing::warn!(job = %id, "{message}");
+                    format!("[{message}]")
+                })
             }
             None if settled_before => final_output.unwrap_or_default(),
             None => String::new(),
@@ -711,7 +773,7 @@ impl JobRuntime {
         let mut state = lock(&self.inner.state);
         let record = find_mut(&mut state, id, caller)?;
         if settled_before {
-            record.snapshot.reported = true;
+            record.mark_reported();
         }
         let text = match record.snapshot.output_limit_bytes {
             Some(limit) => bound_keeping_tail(&text, limit),
@@ -725,8 +787,8 @@ impl JobRuntime {
 
     /// Requests cancellation: the job becomes `stopping` and reported (the caller will see its
     /// end, so no notice follows); the producer settles it. A producer that has not settled
-    /// within the configured grace is force-failed. Killing a settled job marks it reported
-    /// and says so. Must be called within a tokio runtime.
+    /// within the configured `teardown_grace` is force-failed. Killing a settled job marks it
+    /// reported and says so.
     pub fn kill(
         &self,
         id: &str,
@@ -736,56 +798,45 @@ impl JobRuntime {
         let cancel = {
             let mut state = lock(&self.inner.state);
             let record = find_mut(&mut state, id, caller)?;
-            if record.snapshot.status.is_terminal() {
-                record.snapshot.reported = true;
+            let Some(cancel) = record.cancel.clone() else {
+                record.mark_reported();
                 return Ok(KillOutcome::AlreadyFinished);
-            }
-            Arc::clone(&record.cancel)
+            };
+            cancel
         };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cancel(reason))) {
+        if let Err(message) = contain("the producer's cancel", || cancel(reason)) {
             return Err(JobError::Cancel {
                 id: id.to_owned(),
-                message: panic_message(payload.as_ref()),
+                message,
             });
         }
-        let (changed, mut settled) = {
+        let (changed, settled, runtime) = {
             let mut state = lock(&self.inner.state);
             let record = find_mut(&mut state, id, caller)?;
-            record.snapshot.reported = true;
+            record.mark_reported();
             let changed = (record.snapshot.status == JobStatus::Running).then(|| {
                 record.snapshot.status = JobStatus::Stopping;
                 record.snapshot.clone()
             });
-            (changed, record.settled.subscribe())
+            (changed, record.settled.subscribe(), record.runtime.clone())
         };
         if let Some(snapshot) = changed {
             self.inner.changed(&snapshot);
         }
-        // A producer that never confirms must not leave the job `stopping` forever.
         let inner = Arc::clone(&self.inner);
-        let grace = inner.config.teardown_grace;
         let job = JobId(id.to_owned());
-        tokio::spawn(async move {
-            if tokio::time::timeout(grace, settled.wait_for(|done| *done))
-                .await
-                .is_err()
-            {
-                tracing::warn!(job = %job, "job did not stop within {grace:?} of a kill; its record is force-failed");
-                inner.settle(
-                    &job,
-                    JobOutcome::new(JobEnd::Failed).with_detail(format!(
-                        "did not stop within {}ms of being killed",
-                        grace.as_millis()
-                    )),
-                );
-            }
+        runtime.spawn(async move {
+            inner
+                .settle_within_grace(&job, settled, "being killed")
+                .await;
         });
         Ok(KillOutcome::Requested)
     }
 
     /// Waits for the job to settle, at most `timeout`, without cancelling it. Returns the
     /// snapshot at settlement (marking it reported) or at the timeout. Cancelling `signal`
-    /// ends the wait with an error while the job is still live.
+    /// ends the wait with an error while the job is still live. Dropping the future before it
+    /// resolves leaves the notice to the owner.
     pub async fn wait(
         &self,
         id: &str,
@@ -793,15 +844,17 @@ impl JobRuntime {
         caller: Option<&str>,
         signal: &CancellationToken,
     ) -> Result<JobSnapshot, JobError> {
-        let mut settled = {
+        let (mut settled, mut waiter) = {
             let mut state = lock(&self.inner.state);
             let record = find_mut(&mut state, id, caller)?;
             if record.snapshot.status.is_terminal() {
-                record.snapshot.reported = true;
+                record.mark_reported();
                 return Ok(record.snapshot.clone());
             }
-            record.waiters += 1;
-            record.settled.subscribe()
+            (
+                record.settled.subscribe(),
+                Waiter::enter(&self.inner, record),
+            )
         };
         let cancelled = tokio::select! {
             _ = settled.wait_for(|done| *done) => false,
@@ -810,9 +863,11 @@ impl JobRuntime {
         };
         let mut state = lock(&self.inner.state);
         let record = find_mut(&mut state, id, caller)?;
-        record.waiters -= 1;
+        // Leaving and looking at the status happen under one lock: a settlement after this
+        // point no longer counts this caller as a reader.
+        waiter.leave(record);
         if record.snapshot.status.is_terminal() {
-            record.snapshot.reported = true;
+            record.mark_reported();
             return Ok(record.snapshot.clone());
         }
         if cancelled {
@@ -822,8 +877,9 @@ impl JobRuntime {
     }
 
     /// Waits (host side) until the job has settled, without counting as a reader: unlike
-    /// [`JobRuntime::wait`], the completion notice still goes to the owner. For hosts that
-    /// must not exit while work runs; a model-facing wait uses `wait`.
+    /// [`JobRuntime::wait`], the completion notice still goes to the owner. It returns after
+    /// the listeners ran and the notice was delivered, so a host may dispose the owner right
+    /// after. For hosts that must not exit while work runs; a model-facing wait uses `wait`.
     pub async fn settled(&self, id: &str, caller: Option<&str>) -> Result<JobSnapshot, JobError> {
         let mut settled = {
             let state = lock(&self.inner.state);
@@ -839,24 +895,27 @@ impl JobRuntime {
         &self,
         listener: impl Fn(&JobSnapshot, Option<&AgentRef>) + Send + Sync + 'static,
     ) -> Disposer {
-        let id = self.inner.next_listener.fetch_add(1, Ordering::Relaxed);
-        lock(&self.inner.done_listeners).push((id, Arc::new(listener)));
-        let inner = Arc::downgrade(&self.inner);
-        Disposer::new(move || {
-            if let Some(inner) = inner.upgrade() {
-                lock(&inner.done_listeners).retain(|(owner, _)| *owner != id);
-            }
-        })
+        let listener: Arc<DoneListener> = Arc::new(listener);
+        self.listen(|inner| &inner.done_listeners, listener)
     }
 
     /// Listens to every change: start, stopping, settlement. Failures are contained.
+    /// Disposing the returned handle removes the listener.
     pub fn on_changed(&self, listener: impl Fn(&JobSnapshot) + Send + Sync + 'static) -> Disposer {
-        let id = self.inner.next_listener.fetch_add(1, Ordering::Relaxed);
-        lock(&self.inner.changed_listeners).push((id, Arc::new(listener)));
+        let listener: Arc<ChangedListener> = Arc::new(listener);
+        self.listen(|inner| &inner.changed_listeners, listener)
+    }
+
+    fn listen<F: ?Sized + Send + Sync + 'static>(
+        &self,
+        listeners: fn(&Inner) -> &Listeners<F>,
+        listener: Arc<F>,
+    ) -> Disposer {
+        let id = listeners(&self.inner).add(listener);
         let inner = Arc::downgrade(&self.inner);
         Disposer::new(move || {
             if let Some(inner) = inner.upgrade() {
-                lock(&inner.changed_listeners).retain(|(owner, _)| *owner != id);
+                listeners(&inner).remove(id);
             }
         })
     }
@@ -879,7 +938,7 @@ impl JobRuntime {
             .await;
         let mut state = lock(&self.inner.state);
         for record in &mut state.records {
-            record.snapshot.reported = true;
+            record.mark_reported();
         }
     }
 
@@ -889,39 +948,26 @@ impl JobRuntime {
             state
                 .records
                 .iter_mut()
-                .filter(|r| select(r) && !r.snapshot.status.is_terminal())
-                .map(|r| {
-                    r.snapshot.reported = true;
-                    (
-                        r.snapshot.id.clone(),
-                        Arc::clone(&r.cancel),
-                        r.settled.subscribe(),
-                    )
+                .filter(|r| select(r))
+                .filter_map(|r| {
+                    // Only live jobs still hold their cancel hook.
+                    let cancel = r.cancel.clone()?;
+                    r.mark_reported();
+                    Some((r.snapshot.id.clone(), cancel, r.settled.subscribe()))
                 })
                 .collect()
         };
         for (id, cancel, _) in &targets {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cancel(reason))) {
-                tracing::warn!(job = %id, "cancel panicked during teardown: {}", panic_message(payload.as_ref()));
+            if let Err(message) = contain("the producer's cancel", || cancel(reason)) {
+                tracing::warn!(job = %id, "{message} while stopping the job ({reason})");
             }
         }
-        let grace = self.inner.config.teardown_grace;
-        let waits = targets.into_iter().map(|(id, _, mut settled)| async move {
-            let stopped = tokio::time::timeout(grace, settled.wait_for(|done| *done)).await;
-            (id, stopped.is_ok())
+        let after = format!("being cancelled ({reason})");
+        let after = after.as_str();
+        let waits = targets.into_iter().map(|(id, _, settled)| async move {
+            self.inner.settle_within_grace(&id, settled, after).await;
         });
-        for (id, stopped) in futures::future::join_all(waits).await {
-            if !stopped {
-                tracing::warn!(job = %id, "job did not stop within {grace:?}; its record is force-failed");
-                self.inner.settle(
-                    &id,
-                    JobOutcome::new(JobEnd::Failed).with_detail(format!(
-                        "did not stop within {}ms of being cancelled ({reason})",
-                        grace.as_millis()
-                    )),
-                );
-            }
-        }
+        futures::future::join_all(waits).await;
     }
 }
 
@@ -945,13 +991,68 @@ fn find_mut<'a>(
         .ok_or_else(|| JobError::NotFound { id: id.to_owned() })
 }
 
+/// A caller inside [`JobRuntime::wait`], counted on its record. It is uncounted when the wait
+/// returns, and also when the wait's future is dropped first (a timeout around it, an aborted
+/// task): a dropped wait must not swallow the owner's notice.
+struct Waiter<'a> {
+    inner: &'a Inner,
+    id: JobId,
+    counted: bool,
+}
+
+impl<'a> Waiter<'a> {
+    fn enter(inner: &'a Inner, record: &mut Record) -> Waiter<'a> {
+        record.waiters += 1;
+        Waiter {
+            inner,
+            id: record.snapshot.id.clone(),
+            counted: true,
+        }
+    }
+
+    /// The wait returns: uncounts it under the caller's lock.
+    fn leave(&mut self, record: &mut Record) {
+        if std::mem::take(&mut self.counted) {
+            record.waiters -= 1;
+        }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
+        }
+        let owner = {
+            let mut state = lock(&self.inner.state);
+            let Some(record) = state.record_mut(&self.id) else {
+                return;
+            };
+            record.waiters -= 1;
+            // The settlement was claimed for waiters, and the last of them is gone without
+            // returning it: nobody saw the end, so the owner is told after all.
+            if record.waiters == 0 && record.reported_for_waiters {
+                record.reported_for_waiters = false;
+                record.snapshot.reported = false;
+                record.owner.clone()
+            } else {
+                None
+            }
+        };
+        if let Some(owner) = owner {
+            self.inner.report(&self.id, &owner);
+        }
+    }
+}
+
 impl Inner {
-    /// Records a terminal outcome, first wins. Then, in order: waiters, change listeners, done
-    /// listeners, and last the completion notice.
+    /// Records a terminal outcome, first wins. Then, in order: change listeners, done
+    /// listeners, the completion notice, and last the `settled` signal, which releases waiters
+    /// and hosts only once everything else has happened.
     fn settle(&self, id: &JobId, outcome: JobOutcome) {
         let (snapshot, owner) = {
             let mut state = lock(&self.state);
-            let Some(record) = state.records.iter_mut().find(|r| &r.snapshot.id == id) else {
+            let Some(record) = state.record_mut(id) else {
                 return;
             };
             if record.snapshot.status.is_terminal() {
@@ -962,40 +1063,63 @@ impl Inner {
             record.snapshot.detail = outcome.detail;
             record.snapshot.finished_at = Some(now_ms());
             record.final_output = outcome.output;
-            if record.waiters > 0 {
+            record.cancel = None;
+            if record.waiters > 0 && !record.snapshot.reported {
+                // The waiters will return the end; claim it now so no notice goes out.
                 record.snapshot.reported = true;
+                record.reported_for_waiters = true;
             }
-            record.settled.send_replace(true);
             (record.snapshot.clone(), record.owner.clone())
         };
         tracing::debug!(job = %id, status = %snapshot.status, "job settled");
         self.changed(&snapshot);
-        let listeners: Vec<DoneListener> = lock(&self.done_listeners)
-            .iter()
-            .map(|(_, l)| Arc::clone(l))
-            .collect();
-        for listener in listeners {
-            if let Err(payload) =
-                catch_unwind(AssertUnwindSafe(|| listener(&snapshot, owner.as_ref())))
-            {
-                tracing::warn!(job = %id, "a job-done listener panicked: {}", panic_message(payload.as_ref()));
+        for listener in self.done_listeners.current() {
+            if let Err(message) = contain("a job-done listener", || {
+                listener(&snapshot, owner.as_ref())
+            }) {
+                tracing::warn!(job = %id, "{message}");
             }
         }
         if let Some(owner) = owner {
             self.report(id, &owner);
         }
+        if let Some(record) = lock(&self.state).record_mut(id) {
+            record.settled.send_replace(true);
+        }
     }
 
     fn changed(&self, snapshot: &JobSnapshot) {
-        let listeners: Vec<ChangedListener> = lock(&self.changed_listeners)
-            .iter()
-            .map(|(_, l)| Arc::clone(l))
-            .collect();
-        for listener in listeners {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(snapshot))) {
-                tracing::warn!(job = %snapshot.id, "a job-changed listener panicked: {}", panic_message(payload.as_ref()));
+        for listener in self.changed_listeners.current() {
+            if let Err(message) = contain("a job-changed listener", || listener(snapshot)) {
+                tracing::warn!(job = %snapshot.id, "{message}");
             }
         }
+    }
+
+    /// Gives a cancelled job the grace to settle, then force-fails its record: a producer that
+    /// never confirms must not leave the job `stopping` forever. `after` names what the job
+    /// did not stop after (`being killed`).
+    async fn settle_within_grace(
+        &self,
+        id: &JobId,
+        mut settled: watch::Receiver<bool>,
+        after: &str,
+    ) {
+        let grace = self.config.teardown_grace;
+        if tokio::time::timeout(grace, settled.wait_for(|done| *done))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tracing::warn!(job = %id, "job did not stop within {grace:?} of {after}; its record is force-failed");
+        self.settle(
+            id,
+            JobOutcome::new(JobEnd::Failed).with_detail(format!(
+                "did not stop within {}ms of {after}",
+                grace.as_millis()
+            )),
+        );
     }
 
     /// Delivers the completion notice unless the end was already reported. Claiming the
@@ -1003,13 +1127,13 @@ impl Inner {
     fn report(&self, id: &JobId, owner: &AgentRef) {
         let snapshot = {
             let mut state = lock(&self.state);
-            let Some(record) = state.records.iter_mut().find(|r| &r.snapshot.id == id) else {
+            let Some(record) = state.record_mut(id) else {
                 return;
             };
             if record.snapshot.reported {
                 return;
             }
-            record.snapshot.reported = true;
+            record.mark_reported();
             record.snapshot.clone()
         };
         let notice =
@@ -1022,23 +1146,38 @@ impl Inner {
             max_consecutive_wakes,
         } = self.config.delivery
         {
-            let Some(opener) = lock(&self.opener).clone() else {
-                return;
-            };
-            let session = owner.session_id().to_owned();
+            self.wake(owner, max_consecutive_wakes);
+        }
+    }
+
+    /// Asks the host to open a turn on `owner`, within its budget of consecutive wakes.
+    fn wake(&self, owner: &AgentRef, budget: u32) {
+        let Some(opener) = lock(&self.opener).clone() else {
+            return;
+        };
+        let session = owner.session_id();
+        {
+            // The wake is spent before the opener runs, so two notices cannot both take the
+            // last one, and the opener runs without the lock (it may call back into the
+            // runtime).
             let mut wakes = lock(&self.wakes);
-            let spent = wakes.entry(session).or_insert(0);
-            if *spent < max_consecutive_wakes {
-                // The opener runs under the budget lock so two notices cannot both spend the
-                // last wake.
-                match catch_unwind(AssertUnwindSafe(|| opener.open_turn(owner))) {
-                    Ok(true) => *spent += 1,
-                    Ok(false) => {}
-                    Err(payload) => tracing::warn!(
-                        "the turn opener panicked: {}",
-                        panic_message(payload.as_ref())
-                    ),
-                }
+            let spent = wakes.entry(session.to_owned()).or_insert(0);
+            if *spent >= budget {
+                return;
+            }
+            *spent += 1;
+        }
+        let opened =
+            contain("the turn opener", || opener.open_turn(owner)).unwrap_or_else(|message| {
+                tracing::warn!("{message}");
+                false
+            });
+        if !opened {
+            // No turn was opened: give the wake back. (If user input reset the budget in the
+            // meantime there is nothing to give back; at worst a concurrent wake goes
+            // uncounted, which only makes the budget one more generous.)
+            if let Some(spent) = lock(&self.wakes).get_mut(session) {
+                *spent = spent.saturating_sub(1);
             }
         }
     }

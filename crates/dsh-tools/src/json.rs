@@ -11,6 +11,7 @@
 //!   [`from_value`] retries such a value with every number in its canonical form, so typed
 //!   arguments deserialise whatever spelling the model chose.
 
+use crate::schema::Violation;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Number, Value};
 use std::cmp::Ordering;
@@ -259,45 +260,28 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, serde_json::E
     }
 }
 
-/// A typed deserialisation failure located in the value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {message}", if pointer.is_empty() { "(root)" } else { pointer.as_str() })]
-pub struct LocatedError {
-    /// JSON pointer of the offending value (`""` for the root).
-    pub pointer: String,
-    /// What serde said about it.
-    pub message: String,
-}
-
-/// Like [`from_value`], but a failure names where in the value it happened
-/// (`/limit: invalid value: integer -1, expected u32`).
-pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, LocatedError> {
-    // Tracking the path costs on every field; do it only to explain a failure.
+/// Like [`from_value`], but a failure names where in the value it happened, as a
+/// [`Violation`] (`/limit: invalid number` for a `u32` given `-1`).
+pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, Violation> {
+    // Tracking the path costs on every field; do it only to explain a failure. Only the value
+    // as sent is replayed: its error is the one `from_value` reports, and the canonical copy
+    // has already failed too.
     if let Ok(typed) = from_value(value) {
         return Ok(typed);
     }
-    let attempt = |value: &Value| -> Result<T, LocatedError> {
-        serde_path_to_error::deserialize(value).map_err(|error| {
-            let pointer = error
-                .path()
-                .iter()
-                .map(|segment| match segment {
-                    serde_path_to_error::Segment::Seq { index } => format!("/{index}"),
-                    serde_path_to_error::Segment::Map { key } => pointer_push("", key),
-                    serde_path_to_error::Segment::Enum { variant } => pointer_push("", variant),
-                    serde_path_to_error::Segment::Unknown => String::new(),
-                })
-                .collect::<String>();
-            LocatedError {
-                pointer,
-                message: error.into_inner().to_string(),
-            }
-        })
-    };
-    match attempt(value) {
-        Ok(typed) => Ok(typed),
-        Err(first) => attempt(&canonical_numbers(value)).map_err(|_| first),
-    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let pointer = error
+            .path()
+            .iter()
+            .map(|segment| match segment {
+                serde_path_to_error::Segment::Seq { index } => format!("/{index}"),
+                serde_path_to_error::Segment::Map { key } => pointer_push("", key),
+                serde_path_to_error::Segment::Enum { variant } => pointer_push("", variant),
+                serde_path_to_error::Segment::Unknown => String::new(),
+            })
+            .collect::<String>();
+        Violation::new(pointer, error.into_inner().to_string())
+    })
 }
 
 /// Parses JSON text into a typed value through [`from_value`], so buffered serde shapes read

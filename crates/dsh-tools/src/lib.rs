@@ -15,7 +15,8 @@
 //!   with a disposer, so hot reload and agent disposal leave nothing behind;
 //! - **Code Mode** ([`ToolRegistry::call_value`], [`typescript_declarations`]);
 //! - the **background-job runtime** ([`jobs::JobRuntime`]): ids, ownership, first-wins
-//!   settlement and exactly-once completion notices;
+//!   settlement and completion notices that are sent at most once and never lost (a disposed
+//!   owner's notice is dropped with it);
 //! - the neutral **card vocabulary** ([`card`]) that presenters return.
 //!
 //! It deliberately does not render cards (that is the `presenters` crate), run a model loop
@@ -98,7 +99,7 @@ mod registry;
 pub mod schema;
 mod scope;
 pub mod testing;
-pub mod text;
+mod text;
 
 pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
 pub use card::{ToolCallView, ToolResultView};

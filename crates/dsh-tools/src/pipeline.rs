@@ -4,7 +4,8 @@
 use crate::definition::{ArgsValidation, ToolDefinition, contain};
 use crate::error::{FailureCode, panic_message};
 use crate::exec::{
-    Arguments, CallArguments, CallSink, ExecContext, ExecToken, ToolCall, ToolExecution, ToolResult,
+    Arguments, CallArguments, CallSink, ExecContext, ExecToken, Services, ToolCall, ToolExecution,
+    ToolResult,
 };
 use crate::hooks::{Approval, ApprovalRequest, ExecuteNext, PostAction, PreDecision, PreNext};
 use crate::registry::{CallHooks, ToolRegistry};
@@ -204,12 +205,12 @@ fn aborted_before_dispatch() -> ToolResult {
 
 /// Runs the pre-execute waterfall; `Some(reason)` denies. `Ask` goes to the approver.
 async fn pre_execute(execution: &Arc<ToolExecution>, hooks: &CallHooks) -> Option<String> {
-    if hooks.pre_execute.is_empty() {
+    let Some(chain) = &hooks.pre_execute else {
         return None;
-    }
+    };
     let failure = Arc::new(Mutex::new(None));
     let decision = PreNext {
-        chain: hooks.pre_execute.clone().into(),
+        chain: Arc::clone(chain),
         index: 0,
         execution: Arc::clone(execution),
         failure: Arc::clone(&failure),
@@ -284,44 +285,56 @@ async fn execute_stage(
     hooks: &CallHooks,
     sink: &Arc<CallSink>,
 ) -> ToolResult {
-    // Without wrappers the body is called directly: no boxed chain, no shared dispatch closure.
-    if hooks.wrappers.is_empty() {
-        let ctx = ExecContext {
-            execution: Arc::clone(execution),
-            args: Arc::clone(args),
-            signal: execution.signal.clone(),
-            sink: Arc::clone(sink),
-            services: registry.inner.services.clone(),
-        };
-        return timed_body(definition, execution, ctx).await;
-    }
-    let dispatch_def = Arc::clone(definition);
-    let dispatch_exec = Arc::clone(execution);
-    let dispatch_args = Arc::clone(args);
-    let dispatch_sink = Arc::clone(sink);
-    let services = registry.inner.services.clone();
-    let dispatch: Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ToolResult> + Send + Sync> =
+    let dispatch = Dispatch {
+        definition: Arc::clone(definition),
+        execution: Arc::clone(execution),
+        args: Arc::clone(args),
+        sink: Arc::clone(sink),
+        services: registry.inner.services.clone(),
+    };
+    let Some(chain) = &hooks.wrappers else {
+        // Without wrappers the body is called directly: no boxed chain, no shared dispatch
+        // closure.
+        return dispatch.run(execution.signal.clone()).await;
+    };
+    let dispatch = Arc::new(dispatch);
+    let next: Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ToolResult> + Send + Sync> =
         Arc::new(move |signal| {
-            let def = Arc::clone(&dispatch_def);
-            let exec = Arc::clone(&dispatch_exec);
-            let ctx = ExecContext {
-                execution: Arc::clone(&dispatch_exec),
-                args: Arc::clone(&dispatch_args),
-                signal,
-                sink: Arc::clone(&dispatch_sink),
-                services: services.clone(),
-            };
-            Box::pin(async move { timed_body(&def, &exec, ctx).await })
+            let dispatch = Arc::clone(&dispatch);
+            Box::pin(async move { dispatch.run(signal).await })
         });
     ExecuteNext {
-        chain: hooks.wrappers.clone().into(),
+        chain: Arc::clone(chain),
         index: 0,
         execution: Arc::clone(execution),
         signal: execution.signal.clone(),
-        dispatch,
+        dispatch: next,
     }
     .run()
     .await
+}
+
+/// Everything one call's dispatches share; each dispatch differs only in its signal (a wrapper
+/// may replace it, and may dispatch more than once).
+struct Dispatch {
+    definition: Arc<ToolDefinition>,
+    execution: Arc<ToolExecution>,
+    args: Arc<Value>,
+    sink: Arc<CallSink>,
+    services: Services,
+}
+
+impl Dispatch {
+    async fn run(&self, signal: CancellationToken) -> ToolResult {
+        let ctx = ExecContext {
+            execution: Arc::clone(&self.execution),
+            args: Arc::clone(&self.args),
+            signal,
+            sink: Arc::clone(&self.sink),
+            services: self.services.clone(),
+        };
+        timed_body(&self.definition, &self.execution, ctx).await
+    }
 }
 
 /// The definition's own timeout: the innermost execute-stage wrapper.

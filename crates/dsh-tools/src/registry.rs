@@ -112,10 +112,19 @@ impl State {
                 .flat_map(|l| pick(l).iter().map(|(_, f)| f.clone()))
                 .collect()
         }
+        // The chains are shared by every link of the call's waterfall; most calls have none,
+        // and then nothing is allocated for them.
+        fn chain<T: Clone>(
+            layers: &[&Layer],
+            pick: impl Fn(&Layer) -> &Vec<(EffectId, T)>,
+        ) -> Option<Arc<[T]>> {
+            let list = collect(layers, pick);
+            (!list.is_empty()).then(|| Arc::from(list))
+        }
         CallHooks {
-            pre_execute: collect(&layers, |l| &l.pre_execute),
+            pre_execute: chain(&layers, |l| &l.pre_execute),
             guards: collect(&layers, |l| &l.guards),
-            wrappers: collect(&layers, |l| &l.wrappers),
+            wrappers: chain(&layers, |l| &l.wrappers),
             post_execute: collect(&layers, |l| &l.post_execute),
             observers: collect(&layers, |l| &l.observers),
             approver: layers
@@ -128,9 +137,11 @@ impl State {
 
 /// A snapshot of the hooks that apply to one call, taken when it starts.
 pub(crate) struct CallHooks {
-    pub(crate) pre_execute: Vec<PreExecuteFn>,
+    /// `None` when no listener applies.
+    pub(crate) pre_execute: Option<Arc<[PreExecuteFn]>>,
     pub(crate) guards: Vec<GuardFn>,
-    pub(crate) wrappers: Vec<ExecuteWrapperFn>,
+    /// `None` when no wrapper applies.
+    pub(crate) wrappers: Option<Arc<[ExecuteWrapperFn]>>,
     pub(crate) post_execute: Vec<PostExecuteFn>,
     pub(crate) observers: Vec<ResultObserverFn>,
     pub(crate) approver: Option<Arc<dyn Approver>>,

@@ -1,33 +1,19 @@
 //! UTF-8-safe byte bounds for model-facing text.
 
 /// The longest prefix of `text` that is at most `max` bytes and ends on a character boundary.
-pub fn head_bytes(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+pub(crate) fn head_bytes(text: &str, max: usize) -> &str {
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// The longest suffix of `text` that is at most `max` bytes and starts on a character
 /// boundary.
-pub fn tail_bytes(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
+pub(crate) fn tail_bytes(text: &str, max: usize) -> &str {
+    &text[text.ceil_char_boundary(text.len().saturating_sub(max))..]
 }
 
 /// Bounds `text` to `max` bytes keeping its end (the latest output), with a leading marker
 /// that states how many bytes were left out. The marker counts against the bound.
-pub fn bound_keeping_tail(text: &str, max: usize) -> String {
+pub(crate) fn bound_keeping_tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -76,9 +62,22 @@ mod tests {
         #[test]
         fn bounds_hold_for_any_text(text in "\\PC{0,200}", max in 0usize..120) {
             let bounded = bound_keeping_tail(&text, max);
-            prop_assert!(bounded.len() <= max.max(text.len().min(max)));
-            prop_assert!(head_bytes(&text, max).len() <= max);
-            prop_assert!(tail_bytes(&text, max).len() <= max);
+            prop_assert!(bounded.len() <= max, "{bounded:?}");
+            if text.len() <= max {
+                prop_assert_eq!(&bounded, &text);
+            } else if let Some((_, kept)) = bounded.split_once('\n') {
+                // The marker fitted: what follows it is the end of the text.
+                prop_assert!(text.ends_with(kept), "{bounded:?}");
+            }
+            // Each cut is the longest that fits: one more character would not.
+            let head = head_bytes(&text, max);
+            let next = text[head.len()..].chars().next().map_or(0, char::len_utf8);
+            prop_assert!(head.len() <= max && text.starts_with(head));
+            prop_assert!(head.len() == text.len() || head.len() + next > max);
+            let tail = tail_bytes(&text, max);
+            let previous = text[..text.len() - tail.len()].chars().next_back().map_or(0, char::len_utf8);
+            prop_assert!(tail.len() <= max && text.ends_with(tail));
+            prop_assert!(tail.len() == text.len() || tail.len() + previous > max);
         }
     }
 }

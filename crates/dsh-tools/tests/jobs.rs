@@ -3,17 +3,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use dsh_tools::jobs::{
-    JobEnd, JobError, JobHooks, JobOutcome, JobRuntime, JobStart, JobStatus, JobsConfig,
-    KillOutcome, NoticeDelivery, TurnOpener, completion_notice,
+    JobEnd, JobError, JobHooks, JobId, JobOutcome, JobRuntime, JobSnapshot, JobStart, JobStatus,
+    JobsConfig, KillOutcome, NoticeDelivery, TurnOpener, completion_notice,
 };
 use dsh_tools::testing::RecordingAgent;
-use dsh_tools::{AgentRef, ContextSource, InjectedContext};
+use dsh_tools::{AgentHandle, AgentRef, ContextSource, InjectedContext};
+use futures::FutureExt;
 use pretty_assertions::assert_eq;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
+
+/// How long any single settlement may take before a test gives up on it.
+const BOUND: Duration = Duration::from_secs(5);
 
 /// Remote control of one producer: finish it, and see whether it was cancelled.
 #[derive(Clone)]
@@ -60,8 +66,9 @@ fn producer(kind: &str, label: &str, obey: bool) -> (JobStart, Control) {
 
 fn runtime_with(config: JobsConfig) -> JobRuntime {
     let jobs = JobRuntime::new(config);
-    // The controller stays attached for the test's lifetime.
-    std::mem::forget(jobs.attach_controller());
+    // The controller stays attached for the test's lifetime (a `Disposer` does nothing when
+    // dropped).
+    let _ = jobs.attach_controller();
     jobs
 }
 
@@ -76,16 +83,70 @@ fn agent(session: &str) -> Arc<RecordingAgent> {
     RecordingAgent::new(session)
 }
 
-async fn settle(jobs: &JobRuntime, id: &str, caller: Option<&str>) -> dsh_tools::jobs::JobSnapshot {
-    // Observing through `get` does not mark anything reported.
-    for _ in 0..500 {
-        let snapshot = jobs.get(id, caller).unwrap();
-        if snapshot.status.is_terminal() {
-            return snapshot;
+fn never() -> CancellationToken {
+    CancellationToken::new()
+}
+
+/// Waits for a settlement the way a host does, without counting as a reader. When it returns,
+/// the listeners have run and the owner's notice (if any) has been delivered.
+async fn settled(jobs: &JobRuntime, id: &str, caller: Option<&str>) -> JobSnapshot {
+    timeout(BOUND, jobs.settled(id, caller))
+        .await
+        .unwrap_or_else(|_| panic!("job {id} did not settle"))
+        .unwrap()
+}
+
+/// Starts a stubborn or obedient producer owned by `owner`.
+fn start_owned(
+    jobs: &JobRuntime,
+    owner: &Arc<RecordingAgent>,
+    label: &str,
+    obey: bool,
+) -> (JobId, Control) {
+    let (start, control) = producer("bash", label, obey);
+    let owner: AgentRef = owner.clone();
+    (jobs.start(start.owner(owner)).unwrap(), control)
+}
+
+/// Starts a job owned by `owner`, finishes it with `outcome` and waits for its settlement.
+async fn run_owned(
+    jobs: &JobRuntime,
+    owner: &Arc<RecordingAgent>,
+    label: &str,
+    outcome: JobOutcome,
+) -> JobSnapshot {
+    let (id, control) = start_owned(jobs, owner, label, true);
+    assert!(control.finish(outcome));
+    settled(jobs, id.as_str(), Some(owner.session_id())).await
+}
+
+/// The notice texts `agent` received so far.
+fn notices(agent: &RecordingAgent) -> Vec<String> {
+    agent.injected().into_iter().map(|n| n.content).collect()
+}
+
+/// The notice of a `bash` job with the given number and label that completed with exit 0.
+fn completed_notice(n: usize, label: &str) -> String {
+    format!(
+        "background job bash-{n} (bash: {label}) finished [status: completed, exit code: 0]. Read its output with job_output."
+    )
+}
+
+fn exit_0() -> JobOutcome {
+    JobOutcome::new(JobEnd::Completed).with_detail("exit code: 0")
+}
+
+/// Waits until no task is left on the test's runtime: every producer's settlement task and
+/// every kill watchdog has finished, so nothing can change a job any more.
+async fn quiescent() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    timeout(BOUND, async {
+        while metrics.num_alive_tasks() > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("job {id} did not settle");
+    })
+    .await
+    .expect("the runtime's tasks did not finish");
 }
 
 // ----- Preflight ----------------------------------------------------------------------------
@@ -147,13 +208,9 @@ async fn preflight_refuses_without_a_controller_for_a_dead_owner_and_past_capaci
         "the owning agent (session `gone`) is gone; no job was started"
     );
 
-    let owner: AgentRef = agent("s1");
-    let mut controls = Vec::new();
-    for _ in 0..2 {
-        let (start, control) = producer("bash", "sleep", true);
-        jobs.start(start.owner(owner.clone())).unwrap();
-        controls.push(control);
-    }
+    let owner = agent("s1");
+    let (first, first_control) = start_owned(&jobs, &owner, "sleep", true);
+    let _second = start_owned(&jobs, &owner, "sleep", true);
     let err = jobs
         .start(JobStart::new("bash", "x", probe(&ran)).owner(owner.clone()))
         .unwrap_err();
@@ -166,18 +223,61 @@ async fn preflight_refuses_without_a_controller_for_a_dead_owner_and_past_capaci
         "run was called despite a failed preflight"
     );
     // Another owner has its own bucket; a settled job frees capacity.
-    let (start, _other) = producer("bash", "other", true);
-    jobs.start(start.owner(agent("s2"))).unwrap();
-    controls[0].finish(JobOutcome::new(JobEnd::Completed));
-    settle(&jobs, "bash-1", Some("s1")).await;
-    let (start, _third) = producer("bash", "third", true);
-    jobs.start(start.owner(owner)).unwrap();
+    let _other = start_owned(&jobs, &agent("s2"), "other", true);
+    first_control.finish(exit_0());
+    settled(&jobs, first.as_str(), Some("s1")).await;
+    let _third = start_owned(&jobs, &owner, "third", true);
 }
 
-// ----- Ids and snapshots --------------------------------------------------------------------
+#[test]
+fn start_outside_a_tokio_runtime_is_refused_before_run() {
+    let jobs = runtime();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let err = jobs
+        .start(JobStart::new("bash", "x", move || {
+            flag.store(true, Ordering::SeqCst);
+            Err("should not run".into())
+        }))
+        .unwrap_err();
+    assert!(matches!(err, JobError::NoRuntime), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "jobs need a tokio runtime to watch their producers; start was called outside one"
+    );
+    assert!(!ran.load(Ordering::SeqCst));
+}
+
+#[test]
+fn kill_works_from_outside_the_runtime_that_started_the_job() {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let jobs = runtime();
+    // This producer ignores cancellation, so only the kill's watchdog can settle it.
+    let (start, control) = producer("bash", "stubborn", false);
+    let id = tokio.block_on(async { jobs.start(start) }).unwrap();
+    // No tokio context here: the watchdog goes to the runtime the job was started in.
+    assert_eq!(
+        jobs.kill(id.as_str(), None, "stop").unwrap(),
+        KillOutcome::Requested
+    );
+    let snapshot = tokio.block_on(settled(&jobs, id.as_str(), None));
+    assert_eq!(
+        (snapshot.status, snapshot.detail.as_deref()),
+        (
+            JobStatus::Failed,
+            Some("did not stop within 300ms of being killed")
+        )
+    );
+    assert_eq!(control.cancels(), 1);
+}
+
+// ----- Ids ----------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn ids_count_per_kind_and_snapshots_are_copies() {
+async fn ids_count_per_kind() {
     let jobs = runtime();
     let mut ids = Vec::new();
     let mut controls = Vec::new();
@@ -187,12 +287,6 @@ async fn ids_count_per_kind_and_snapshots_are_copies() {
         controls.push(control);
     }
     assert_eq!(ids, vec!["bash-1", "bash-2", "agent-1", "bash-3"]);
-    let mut snapshot = jobs.get("bash-1", None).unwrap();
-    snapshot.status = JobStatus::Failed;
-    snapshot.label = "tampered".into();
-    let fresh = jobs.get("bash-1", None).unwrap();
-    assert_eq!(fresh.status, JobStatus::Running);
-    assert_eq!(fresh.label, "label");
 }
 
 // ----- Settlement ---------------------------------------------------------------------------
@@ -203,11 +297,9 @@ async fn a_late_outcome_after_a_kill_changes_nothing_and_everyone_hears_once() {
     let done_calls = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&done_calls);
     let _listener = jobs.on_done(move |snapshot, _| sink.lock().unwrap().push(snapshot.status));
-    let changed = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&changed);
-    let _changes = jobs.on_changed(move |_| {
-        count.fetch_add(1, Ordering::SeqCst);
-    });
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&changes);
+    let _changes = jobs.on_changed(move |snapshot| sink.lock().unwrap().push(snapshot.status));
     // This producer ignores cancellation: the kill watchdog settles it after the grace.
     let (start, control) = producer("bash", "stubborn", false);
     let id = jobs.start(start).unwrap();
@@ -215,14 +307,9 @@ async fn a_late_outcome_after_a_kill_changes_nothing_and_everyone_hears_once() {
         let jobs = jobs.clone();
         let id = id.clone();
         tokio::spawn(async move {
-            jobs.wait(
-                id.as_str(),
-                Duration::from_secs(10),
-                None,
-                &CancellationToken::new(),
-            )
-            .await
-            .unwrap()
+            jobs.wait(id.as_str(), Duration::from_secs(10), None, &never())
+                .await
+                .unwrap()
         })
     };
     assert_eq!(
@@ -241,11 +328,13 @@ async fn a_late_outcome_after_a_kill_changes_nothing_and_everyone_hears_once() {
     );
     // The producer finally reports success: too late.
     assert!(control.finish(JobOutcome::new(JobEnd::Completed)));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    quiescent().await;
     assert_eq!(jobs.get(id.as_str(), None).unwrap(), settled);
     assert_eq!(*done_calls.lock().unwrap(), vec![JobStatus::Failed]);
-    // start, stopping, settled.
-    assert_eq!(changed.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        *changes.lock().unwrap(),
+        vec![JobStatus::Running, JobStatus::Stopping, JobStatus::Failed]
+    );
     assert_eq!(
         jobs.kill(id.as_str(), None, "again").unwrap(),
         KillOutcome::AlreadyFinished
@@ -253,33 +342,61 @@ async fn a_late_outcome_after_a_kill_changes_nothing_and_everyone_hears_once() {
     assert_eq!(control.cancels(), 1);
 }
 
-#[tokio::test]
+/// The producer's own outcome and the kill's force-fail after the grace really compete: the
+/// producer is finished from another thread at delays spread across the grace, so some
+/// iterations finish well before it, some well after, and the ones in between race it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kill_racing_a_natural_exit_settles_once() {
-    for _ in 0..50 {
-        let jobs = runtime();
-        let done = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&done);
-        let _listener = jobs.on_done(move |_, _| {
-            count.fetch_add(1, Ordering::SeqCst);
+    const GRACE: Duration = Duration::from_millis(10);
+    let mut winners = BTreeSet::new();
+    for step in 0..=40u32 {
+        let jobs = runtime_with(JobsConfig {
+            teardown_grace: GRACE,
+            ..JobsConfig::default()
         });
-        let (start, control) = producer("bash", "race", true);
-        let id = jobs.start(start).unwrap();
-        let finisher = {
-            let control = control.clone();
-            tokio::spawn(async move {
-                control.finish(JobOutcome::new(JobEnd::Completed).with_detail("exit code: 0"))
-            })
+        let done_calls = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&done_calls);
+        let _listener =
+            jobs.on_done(move |snapshot, _| sink.lock().unwrap().push(snapshot.clone()));
+        let owner = agent("s1");
+        let (id, control) = start_owned(&jobs, &owner, "race", false);
+        let delay = GRACE * step / 20;
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let finisher = std::thread::spawn({
+            let barrier = Arc::clone(&barrier);
+            move || {
+                barrier.wait();
+                std::thread::sleep(delay);
+                control.finish(exit_0())
+            }
+        });
+        assert_eq!(
+            jobs.kill(id.as_str(), Some("s1"), "race").unwrap(),
+            KillOutcome::Requested
+        );
+        // The grace and the finisher's delay start together.
+        barrier.wait();
+        let first = settled(&jobs, id.as_str(), Some("s1")).await;
+        assert!(finisher.join().unwrap(), "the producer was already gone");
+        // Both contenders have had their say once the settlement task and the watchdog ended.
+        quiescent().await;
+        let expected_detail = match first.status {
+            JobStatus::Completed => "exit code: 0",
+            JobStatus::Failed => "did not stop within 10ms of being killed",
+            other => panic!("{other:?} cannot win this race"),
         };
-        let _ = jobs.kill(id.as_str(), None, "race");
-        finisher.await.unwrap();
-        let snapshot = settle(&jobs, id.as_str(), None).await;
-        assert!(matches!(
-            snapshot.status,
-            JobStatus::Completed | JobStatus::Killed
-        ));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert_eq!(done.load(Ordering::SeqCst), 1);
+        assert_eq!(first.detail.as_deref(), Some(expected_detail), "{first:?}");
+        assert!(first.reported, "a kill reports the end: {first:?}");
+        assert_eq!(jobs.get(id.as_str(), Some("s1")).unwrap(), first);
+        assert_eq!(*done_calls.lock().unwrap(), vec![first.clone()]);
+        assert_eq!(notices(&owner), Vec::<String>::new());
+        winners.insert(first.status.as_str());
     }
+    assert_eq!(
+        winners,
+        BTreeSet::from(["completed", "failed"]),
+        "both contenders should win some iterations"
+    );
 }
 
 #[tokio::test]
@@ -295,8 +412,8 @@ async fn a_panicking_or_failing_done_settles_as_failed_with_detail() {
     });
     let p = jobs.start(panicking).unwrap();
     let f = jobs.start(failing).unwrap();
-    let p = settle(&jobs, p.as_str(), None).await;
-    let f = settle(&jobs, f.as_str(), None).await;
+    let p = settled(&jobs, p.as_str(), None).await;
+    let f = settled(&jobs, f.as_str(), None).await;
     assert_eq!(
         (p.status, p.detail.as_deref()),
         (JobStatus::Failed, Some("producer panicked: done exploded"))
@@ -310,13 +427,41 @@ async fn a_panicking_or_failing_done_settles_as_failed_with_detail() {
     );
 }
 
+#[tokio::test]
+async fn a_settled_job_releases_its_cancel_hook_and_keeps_its_reader() {
+    let jobs = runtime();
+    // Each hook holds one of these; their counts show which hooks the runtime still keeps.
+    let (in_cancel, in_reader) = (Arc::new(()), Arc::new(()));
+    let (tx, rx) = oneshot::channel::<JobOutcome>();
+    let start = {
+        let (in_cancel, in_reader) = (Arc::clone(&in_cancel), Arc::clone(&in_reader));
+        JobStart::new("bash", "stream", move || {
+            Ok(
+                JobHooks::new(move |_| drop(Arc::clone(&in_cancel)), async move {
+                    rx.await.map_err(|e| e.into())
+                })
+                .with_reader(move || {
+                    drop(Arc::clone(&in_reader));
+                    String::from("the end")
+                }),
+            )
+        })
+    };
+    let id = jobs.start(start).unwrap();
+    let held = || (Arc::strong_count(&in_cancel), Arc::strong_count(&in_reader));
+    assert_eq!(held(), (2, 2));
+    tx.send(JobOutcome::new(JobEnd::Completed)).unwrap();
+    settled(&jobs, id.as_str(), None).await;
+    assert_eq!(held(), (1, 2));
+    assert_eq!(jobs.read(id.as_str(), None).unwrap().text, "the end");
+}
+
 // ----- Fencing ------------------------------------------------------------------------------
 
 #[tokio::test]
 async fn owned_jobs_are_fenced_by_session_and_unowned_jobs_are_open() {
     let jobs = runtime();
-    let (start, _owned) = producer("bash", "secret label", true);
-    let owned = jobs.start(start.owner(agent("s1"))).unwrap();
+    let (owned, _owned) = start_owned(&jobs, &agent("s1"), "secret label", true);
     let (start, _open) = producer("bash", "open", true);
     let open = jobs.start(start).unwrap();
     let ids = |caller| {
@@ -338,7 +483,7 @@ async fn owned_jobs_are_fenced_by_session_and_unowned_jobs_are_open() {
             owned.as_str(),
             Duration::from_millis(10),
             Some("s2"),
-            &CancellationToken::new(),
+            &never(),
         )
         .await
         .unwrap_err(),
@@ -361,12 +506,7 @@ async fn wait_honours_its_timeout_and_its_signal() {
     let (start, control) = producer("bash", "long", true);
     let id = jobs.start(start).unwrap();
     let snapshot = jobs
-        .wait(
-            id.as_str(),
-            Duration::from_secs(5),
-            None,
-            &CancellationToken::new(),
-        )
+        .wait(id.as_str(), Duration::from_secs(5), None, &never())
         .await
         .unwrap();
     assert_eq!(snapshot.status, JobStatus::Running);
@@ -388,18 +528,49 @@ async fn wait_honours_its_timeout_and_its_signal() {
         JobStatus::Running
     );
 
-    control.finish(JobOutcome::new(JobEnd::Completed).with_detail("exit code: 0"));
+    control.finish(exit_0());
     let snapshot = jobs
-        .wait(
-            id.as_str(),
-            Duration::from_secs(5),
-            None,
-            &CancellationToken::new(),
-        )
+        .wait(id.as_str(), Duration::from_secs(5), None, &never())
         .await
         .unwrap();
     assert_eq!(snapshot.status_line(), "[status: completed, exit code: 0]");
     assert!(snapshot.reported);
+}
+
+#[tokio::test]
+async fn a_wait_dropped_before_the_end_leaves_the_notice_to_the_owner() {
+    let jobs = runtime();
+    let owner = agent("s1");
+    let (id, control) = start_owned(&jobs, &owner, "build", true);
+    let outer = timeout(
+        Duration::from_millis(10),
+        jobs.wait(id.as_str(), Duration::from_secs(60), Some("s1"), &never()),
+    )
+    .await;
+    assert!(outer.is_err(), "the job cannot have settled: {outer:?}");
+    control.finish(exit_0());
+    let snapshot = settled(&jobs, id.as_str(), Some("s1")).await;
+    assert!(snapshot.reported);
+    assert_eq!(notices(&owner), vec![completed_notice(1, "build")]);
+}
+
+#[tokio::test]
+async fn a_wait_dropped_after_the_end_was_claimed_for_it_still_delivers_the_notice() {
+    let jobs = runtime();
+    let owner = agent("s1");
+    let (id, control) = start_owned(&jobs, &owner, "build", true);
+    let signal = never();
+    let mut wait = Box::pin(jobs.wait(id.as_str(), Duration::from_secs(60), Some("s1"), &signal));
+    // One poll registers the waiter; the settlement then counts on it to report the end.
+    assert!((&mut wait).now_or_never().is_none());
+    control.finish(exit_0());
+    let snapshot = settled(&jobs, id.as_str(), Some("s1")).await;
+    assert!(snapshot.reported);
+    assert_eq!(notices(&owner), Vec::<String>::new());
+    // The waiter goes away without ever returning the end: the owner must hear of it.
+    drop(wait);
+    assert_eq!(notices(&owner), vec![completed_notice(1, "build")]);
+    assert!(jobs.get(id.as_str(), Some("s1")).unwrap().reported);
 }
 
 // ----- Reads --------------------------------------------------------------------------------
@@ -437,7 +608,7 @@ async fn reads_consume_deltas_and_respect_the_output_limit() {
     assert_eq!(jobs.read(id.as_str(), None).unwrap().text, "");
     assert!(!jobs.get(id.as_str(), None).unwrap().reported);
     tx.send(JobOutcome::new(JobEnd::Completed)).unwrap();
-    settle(&jobs, id.as_str(), None).await;
+    settled(&jobs, id.as_str(), None).await;
     let last = jobs.read(id.as_str(), None).unwrap();
     assert!(
         last.snapshot.reported,
@@ -450,7 +621,7 @@ async fn reads_consume_deltas_and_respect_the_output_limit() {
         }))
     });
     let id = jobs.start(final_only).unwrap();
-    settle(&jobs, id.as_str(), None).await;
+    settled(&jobs, id.as_str(), None).await;
     assert_eq!(jobs.read(id.as_str(), None).unwrap().text, "the summary");
     assert_eq!(
         jobs.read(id.as_str(), None).unwrap().text,
@@ -464,11 +635,9 @@ async fn reads_consume_deltas_and_respect_the_output_limit() {
 #[tokio::test]
 async fn owner_disposal_cancels_and_awaits_only_that_owners_jobs() {
     let jobs = runtime();
-    let (start, mine) = producer("bash", "mine", true);
     let s1 = agent("s1");
-    let first = jobs.start(start.owner(s1.clone())).unwrap();
-    let (start, theirs) = producer("bash", "theirs", true);
-    let second = jobs.start(start.owner(agent("s2"))).unwrap();
+    let (first, mine) = start_owned(&jobs, &s1, "mine", true);
+    let (second, theirs) = start_owned(&jobs, &agent("s2"), "theirs", true);
     jobs.dispose_owner("s1").await;
     let disposed = jobs.get(first.as_str(), Some("s1")).unwrap();
     assert_eq!(
@@ -493,12 +662,9 @@ async fn owner_disposal_cancels_and_awaits_only_that_owners_jobs() {
 async fn teardown_cancels_and_awaits_everything_within_the_grace() {
     let jobs = runtime();
     let owner = agent("s1");
-    let mut controls = Vec::new();
-    for i in 0..5 {
-        let (start, control) = producer("bash", &format!("job {i}"), true);
-        jobs.start(start.owner(owner.clone())).unwrap();
-        controls.push(control);
-    }
+    let _controls: Vec<_> = (0..5)
+        .map(|i| start_owned(&jobs, &owner, &format!("job {i}"), true))
+        .collect();
     let (start, stubborn) = producer("bash", "stubborn", false);
     jobs.start(start).unwrap();
     let began = std::time::Instant::now();
@@ -508,12 +674,39 @@ async fn teardown_cancels_and_awaits_everything_within_the_grace() {
         "teardown took {:?}",
         began.elapsed()
     );
-    for snapshot in jobs.list(Some("s1")) {
-        assert!(snapshot.status.is_terminal(), "{snapshot:?}");
-        assert!(snapshot.reported, "{snapshot:?}");
-    }
-    let stubborn_snapshot = jobs.get("bash-6", None).unwrap();
-    assert_eq!(stubborn_snapshot.status, JobStatus::Failed);
+    let outcome = |caller| {
+        jobs.list(caller)
+            .into_iter()
+            .map(|s| (s.id.to_string(), s.status, s.detail, s.reported))
+            .collect::<Vec<_>>()
+    };
+    let killed = |n: usize| {
+        (
+            format!("bash-{n}"),
+            JobStatus::Killed,
+            Some("signal: SIGTERM".to_owned()),
+            true,
+        )
+    };
+    assert_eq!(
+        outcome(Some("s1")),
+        vec![
+            killed(1),
+            killed(2),
+            killed(3),
+            killed(4),
+            killed(5),
+            (
+                "bash-6".to_owned(),
+                JobStatus::Failed,
+                Some(
+                    "did not stop within 300ms of being cancelled (jobs runtime torn down)"
+                        .to_owned()
+                ),
+                true
+            ),
+        ]
+    );
     assert_eq!(stubborn.cancels(), 1);
     assert!(owner.injected().is_empty());
     assert!(matches!(
@@ -531,79 +724,89 @@ async fn a_thousand_jobs_settling_together_give_a_thousand_notices() {
         ..JobsConfig::default()
     });
     let owner = agent("s1");
-    let mut controls = Vec::new();
-    for i in 0..1_000 {
-        let (start, control) = producer("bash", &format!("job {i}"), true);
-        jobs.start(start.owner(owner.clone())).unwrap();
-        controls.push(control);
-    }
-    let barrier = Arc::new(tokio::sync::Barrier::new(controls.len()));
-    let finishers: Vec<_> = controls
-        .into_iter()
-        .map(|control| {
-            let barrier = Arc::clone(&barrier);
+    let started: Vec<(JobId, Control)> = (0..1_000)
+        .map(|i| start_owned(&jobs, &owner, &format!("job {i}"), true))
+        .collect();
+    let barrier = Arc::new(tokio::sync::Barrier::new(started.len()));
+    let finishers: Vec<_> = started
+        .iter()
+        .map(|(_, control)| {
+            let (barrier, control) = (Arc::clone(&barrier), control.clone());
             tokio::spawn(async move {
                 barrier.wait().await;
-                control.finish(JobOutcome::new(JobEnd::Completed).with_detail("exit code: 0"))
+                control.finish(exit_0())
             })
         })
         .collect();
     for finisher in finishers {
         assert!(finisher.await.unwrap());
     }
-    for i in 1..=1_000 {
-        settle(&jobs, &format!("bash-{i}"), Some("s1")).await;
+    for (id, _) in &started {
+        settled(&jobs, id.as_str(), Some("s1")).await;
     }
-    // Notices are delivered right after settlement; give the last ones a moment.
-    for _ in 0..100 {
-        if owner.injected().len() >= 1_000 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let notices = owner.injected();
-    assert_eq!(notices.len(), 1_000);
-    let mut ids: Vec<String> = notices
-        .iter()
-        .map(|n| n.content.split_whitespace().nth(2).unwrap().to_owned())
+    let mut received = notices(&owner);
+    received.sort();
+    let mut expected: Vec<String> = (0..1_000)
+        .map(|i| completed_notice(i + 1, &format!("job {i}")))
         .collect();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), 1_000, "a notice was duplicated or one was lost");
+    expected.sort();
+    assert!(
+        received == expected,
+        "a notice was duplicated or lost: {} received",
+        received.len()
+    );
 }
 
 #[tokio::test]
-async fn a_host_waiting_for_settlement_does_not_swallow_the_notice() {
+async fn a_host_waiting_for_settlement_resumes_only_after_the_notice() {
     let jobs = runtime();
     let owner = agent("s1");
-    let (start, control) = producer("bash", "build", true);
-    jobs.start(start.owner(owner.clone())).unwrap();
-    let host = {
-        let jobs = jobs.clone();
-        tokio::spawn(async move { jobs.settled("bash-1", Some("s1")).await.unwrap() })
+    // While the listeners run (before the notice), a host's wait must not be able to finish.
+    let early_waits = Arc::new(Mutex::new(Vec::new()));
+    let _listener = {
+        let (jobs, early_waits) = (jobs.clone(), Arc::clone(&early_waits));
+        jobs.clone().on_done(move |snapshot, _| {
+            let finished = jobs
+                .settled(snapshot.id.as_str(), snapshot.owner_session.as_deref())
+                .now_or_never()
+                .is_some();
+            early_waits.lock().unwrap().push(finished);
+        })
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    control.finish(JobOutcome::new(JobEnd::Completed));
-    let snapshot = host.await.unwrap();
-    assert_eq!(snapshot.status, JobStatus::Completed);
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (id, control) = start_owned(&jobs, &owner, "build", true);
+    let host = {
+        let (jobs, owner) = (jobs.clone(), owner.clone());
+        tokio::spawn(async move {
+            let snapshot = jobs.settled(id.as_str(), Some("s1")).await.unwrap();
+            // What the host sees the moment it resumes, before anything else can run.
+            (snapshot, notices(&owner))
+        })
+    };
+    control.finish(exit_0());
+    let (snapshot, seen) = timeout(BOUND, host).await.unwrap().unwrap();
     assert_eq!(
-        owner.injected().len(),
-        1,
-        "the host's wait must leave the notice to the owner"
+        (snapshot.status, snapshot.reported),
+        (JobStatus::Completed, true)
     );
+    assert_eq!(
+        seen,
+        vec![completed_notice(1, "build")],
+        "the host's wait must leave the notice to the owner and return after it"
+    );
+    assert_eq!(*early_waits.lock().unwrap(), vec![false]);
 }
 
 #[tokio::test]
 async fn notices_have_the_documented_wording_and_source() {
     let jobs = runtime();
     let owner = agent("s1");
-    let (start, control) = producer("bash", "npm test", true);
-    jobs.start(start.owner(owner.clone())).unwrap();
-    control.finish(JobOutcome::new(JobEnd::Completed).with_detail("exit code: 1"));
-    settle(&jobs, "bash-1", Some("s1")).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    run_owned(
+        &jobs,
+        &owner,
+        "npm test",
+        JobOutcome::new(JobEnd::Completed).with_detail("exit code: 1"),
+    )
+    .await;
     assert_eq!(
         owner.injected(),
         vec![InjectedContext {
@@ -614,115 +817,95 @@ async fn notices_have_the_documented_wording_and_source() {
 }
 
 #[tokio::test]
-async fn killed_or_observed_jobs_produce_no_notice() {
+async fn killed_or_waited_jobs_produce_no_notice() {
     let jobs = runtime();
     let owner = agent("s1");
     let s1 = Some("s1");
 
-    let (start, _killed) = producer("bash", "killed", true);
-    let killed = jobs.start(start.owner(owner.clone())).unwrap();
+    let (killed, _killed) = start_owned(&jobs, &owner, "killed", true);
     jobs.kill(killed.as_str(), s1, "stop").unwrap();
-    settle(&jobs, killed.as_str(), s1).await;
+    settled(&jobs, killed.as_str(), s1).await;
 
-    let (start, waited) = producer("bash", "waited", true);
-    let waited_id = jobs.start(start.owner(owner.clone())).unwrap();
-    let waiter = {
-        let jobs = jobs.clone();
-        let id = waited_id.clone();
-        tokio::spawn(async move {
-            jobs.wait(
-                id.as_str(),
-                Duration::from_secs(5),
-                Some("s1"),
-                &CancellationToken::new(),
-            )
-            .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    waited.finish(JobOutcome::new(JobEnd::Completed));
-    assert!(waiter.await.unwrap().unwrap().reported);
+    let (waited, control) = start_owned(&jobs, &owner, "waited", true);
+    let signal = never();
+    let mut wait = Box::pin(jobs.wait(waited.as_str(), Duration::from_secs(5), s1, &signal));
+    // Registered as a waiter before the job ends.
+    assert!((&mut wait).now_or_never().is_none());
+    control.finish(exit_0());
+    assert!(timeout(BOUND, wait).await.unwrap().unwrap().reported);
 
-    let (start, read) = producer("bash", "read", true);
-    let read_id = jobs.start(start.owner(owner.clone())).unwrap();
-    read.finish(JobOutcome::new(JobEnd::Completed));
-    // The notice may already be out by the time a read sees the end; in that case the read
-    // cannot suppress it. Only a read that wins the race counts here.
-    let (start, unobserved) = producer("bash", "unobserved", true);
-    jobs.start(start.owner(owner.clone())).unwrap();
-    unobserved.finish(JobOutcome::new(JobEnd::Completed));
-    settle(&jobs, "bash-4", s1).await;
-    settle(&jobs, read_id.as_str(), s1).await;
-    jobs.read(read_id.as_str(), s1).unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let labels: Vec<String> = owner.injected().into_iter().map(|n| n.content).collect();
-    assert!(
-        labels
-            .iter()
-            .all(|n| !n.contains("(bash: killed)") && !n.contains("(bash: waited)")),
-        "{labels:?}"
-    );
-    assert!(
-        labels.iter().any(|n| n.contains("(bash: unobserved)")),
-        "{labels:?}"
-    );
+    run_owned(&jobs, &owner, "unobserved", exit_0()).await;
+    assert_eq!(notices(&owner), vec![completed_notice(3, "unobserved")]);
 }
 
 #[tokio::test]
 async fn a_read_before_the_notice_suppresses_it() {
-    // Hold the settlement inside a done-listener (which runs before the reporter) while a
-    // read observes the end: the reporter must then stay silent.
+    // A done-listener runs before the reporter: a read from inside it observes the end
+    // first, and the reporter must then stay silent.
     let jobs = runtime();
     let owner = agent("s1");
     let reader = jobs.clone();
     let _listener = jobs.on_done(move |snapshot, _| {
         reader.read(snapshot.id.as_str(), Some("s1")).unwrap();
     });
-    let (start, control) = producer("bash", "observed", true);
-    jobs.start(start.owner(owner.clone())).unwrap();
-    control.finish(JobOutcome::new(JobEnd::Completed));
-    settle(&jobs, "bash-1", Some("s1")).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(owner.injected().is_empty(), "{:?}", owner.injected());
+    let snapshot = run_owned(&jobs, &owner, "observed", exit_0()).await;
+    assert!(snapshot.reported);
+    assert_eq!(notices(&owner), Vec::<String>::new());
 }
 
 #[tokio::test]
-async fn a_notice_for_a_disposed_owner_is_dropped_without_panic() {
+async fn a_notice_for_a_disposed_owner_is_dropped_and_the_next_one_arrives() {
     let jobs = runtime();
-    let owner = agent("s1");
-    let (start, control) = producer("bash", "orphan", true);
-    jobs.start(start.owner(owner.clone())).unwrap();
-    owner.dispose();
-    control.finish(JobOutcome::new(JobEnd::Completed));
-    let snapshot = settle(&jobs, "bash-1", Some("s1")).await;
-    assert_eq!(snapshot.status, JobStatus::Completed);
-    assert!(owner.injected().is_empty());
-    // The runtime keeps working.
-    let (start, _next) = producer("bash", "next", true);
-    jobs.start(start).unwrap();
+    let gone = agent("s1");
+    let (id, control) = start_owned(&jobs, &gone, "orphan", true);
+    gone.dispose();
+    control.finish(exit_0());
+    let snapshot = settled(&jobs, id.as_str(), Some("s1")).await;
+    assert_eq!(
+        (snapshot.status, snapshot.reported),
+        (JobStatus::Completed, true)
+    );
+    assert_eq!(notices(&gone), Vec::<String>::new());
+    // The runtime keeps delivering to live owners.
+    let live = agent("s2");
+    let snapshot = run_owned(&jobs, &live, "next", exit_0()).await;
+    assert!(snapshot.reported);
+    assert_eq!(notices(&live), vec![completed_notice(2, "next")]);
 }
 
 #[test]
 fn notices_respect_the_output_limit_on_character_boundaries() {
-    let jobs_snapshot = |limit| dsh_tools::jobs::JobSnapshot {
-        id: "bash-7".into(),
-        kind: "bash".into(),
-        label: "ünïcödé ".repeat(20),
-        status: JobStatus::Completed,
-        detail: Some("exit code: 0".into()),
-        started_at: 0,
-        finished_at: Some(1),
-        owner_session: None,
-        reported: false,
-        output_limit_bytes: Some(limit),
+    let notice = |limit| {
+        completion_notice(&JobSnapshot {
+            id: "bash-7".into(),
+            kind: "bash".into(),
+            label: "ünïcödé".into(),
+            status: JobStatus::Completed,
+            detail: Some("exit code: 0 (ünï)".into()),
+            started_at: 0,
+            finished_at: Some(1),
+            owner_session: None,
+            reported: false,
+            output_limit_bytes: Some(limit),
+        })
     };
-    assert_eq!(
-        completion_notice(&jobs_snapshot(100)),
-        "background job bash-7 finished [status: completed, exit code: 0]. Read its output with job_output."
-    );
-    for limit in [0, 1, 7, 20, 33] {
-        let notice = completion_notice(&jobs_snapshot(limit));
-        assert!(notice.len() <= limit, "{limit}: {notice}");
+    let full = "background job bash-7 (bash: ünïcödé) finished [status: completed, exit code: 0 (ünï)]. Read its output with job_output.";
+    let short = "background job bash-7 finished [status: completed, exit code: 0 (ünï)]. Read its output with job_output.";
+    // `ü` takes bytes 65 and 66 of the short form.
+    let head = "background job bash-7 finished [status: completed, exit code: 0 (";
+    let cases = [
+        (full.len(), full),
+        (full.len() - 1, short),
+        (short.len(), short),
+        (head.len() + 1, head),
+        (
+            head.len() + 2,
+            "background job bash-7 finished [status: completed, exit code: 0 (ü",
+        ),
+        (0, ""),
+    ];
+    for (limit, expected) in cases {
+        assert_eq!((limit, notice(limit).as_str()), (limit, expected));
     }
 }
 
@@ -737,30 +920,23 @@ impl TurnOpener for CountingOpener {
     }
 }
 
-#[tokio::test]
-async fn wakeup_delivery_opens_at_most_the_budget_of_turns_without_user_input() {
-    let jobs = runtime_with(JobsConfig {
+fn wakeup_runtime(max_consecutive_wakes: u32) -> JobRuntime {
+    runtime_with(JobsConfig {
         delivery: NoticeDelivery::Wakeup {
-            max_consecutive_wakes: 3,
+            max_consecutive_wakes,
         },
         ..JobsConfig::default()
-    });
+    })
+}
+
+#[tokio::test]
+async fn wakeup_delivery_opens_at_most_the_budget_of_turns_without_user_input() {
+    let jobs = wakeup_runtime(3);
     let opener = Arc::new(CountingOpener(AtomicUsize::new(0)));
     jobs.set_turn_opener(opener.clone());
     let owner = agent("s1");
-    let run_one = |label: String| {
-        let jobs = jobs.clone();
-        let owner = owner.clone();
-        async move {
-            let (start, control) = producer("bash", &label, true);
-            let id = jobs.start(start.owner(owner)).unwrap();
-            control.finish(JobOutcome::new(JobEnd::Completed));
-            settle(&jobs, id.as_str(), Some("s1")).await;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
     for i in 0..5 {
-        run_one(format!("job {i}")).await;
+        run_owned(&jobs, &owner, &format!("job {i}"), exit_0()).await;
     }
     assert_eq!(opener.0.load(Ordering::SeqCst), 3);
     assert_eq!(
@@ -769,6 +945,78 @@ async fn wakeup_delivery_opens_at_most_the_budget_of_turns_without_user_input() 
         "every notice is injected, woken or not"
     );
     jobs.note_user_input("s1");
-    run_one("after input".into()).await;
+    run_owned(&jobs, &owner, "after input", exit_0()).await;
     assert_eq!(opener.0.load(Ordering::SeqCst), 4);
+}
+
+/// An opener that resets the owner's budget from inside the call, as a host treating the woken
+/// turn as fresh input would.
+struct ReentrantOpener {
+    jobs: JobRuntime,
+    opened: AtomicUsize,
+}
+
+impl TurnOpener for ReentrantOpener {
+    fn open_turn(&self, owner: &AgentRef) -> bool {
+        // Calling back into the runtime must not deadlock: no lock of it is held here.
+        self.jobs.note_user_input(owner.session_id());
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+}
+
+#[test]
+fn a_turn_opener_may_call_back_into_the_runtime() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let jobs = wakeup_runtime(1);
+    let opener = Arc::new(ReentrantOpener {
+        jobs: jobs.clone(),
+        opened: AtomicUsize::new(0),
+    });
+    jobs.set_turn_opener(opener.clone());
+    let owner = agent("s1");
+    let notices_out = async {
+        for i in 0..3 {
+            let (id, control) = start_owned(&jobs, &owner, &format!("job {i}"), true);
+            control.finish(exit_0());
+            jobs.settled(id.as_str(), Some("s1")).await?;
+        }
+        Ok::<(), JobError>(())
+    };
+    let outcome = tokio.block_on(async { timeout(BOUND, notices_out).await });
+    // An opener deadlocked on the runtime's lock would hold its worker forever: leave the
+    // workers behind instead of waiting for them, so the failure is reported.
+    tokio.shutdown_background();
+    assert!(
+        matches!(outcome, Ok(Ok(()))),
+        "the notices did not go out: {outcome:?}"
+    );
+    assert_eq!(opener.opened.load(Ordering::SeqCst), 3);
+    assert_eq!(notices(&owner).len(), 3);
+}
+
+/// An opener that always finds the owner busy.
+struct BusyOpener(AtomicUsize);
+
+impl TurnOpener for BusyOpener {
+    fn open_turn(&self, _owner: &AgentRef) -> bool {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        false
+    }
+}
+
+#[tokio::test]
+async fn a_wake_that_opened_no_turn_is_not_spent() {
+    let jobs = wakeup_runtime(1);
+    let opener = Arc::new(BusyOpener(AtomicUsize::new(0)));
+    jobs.set_turn_opener(opener.clone());
+    let owner = agent("s1");
+    for i in 0..3 {
+        run_owned(&jobs, &owner, &format!("job {i}"), exit_0()).await;
+    }
+    assert_eq!(opener.0.load(Ordering::SeqCst), 3);
 }

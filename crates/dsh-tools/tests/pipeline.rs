@@ -228,6 +228,55 @@ async fn typed_tools_accept_any_number_spelling_in_tagged_enums() {
     assert_eq!(expect_value(&result), json!(4.0));
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PageArgs {
+    /// How many entries to return.
+    limit: u32,
+}
+
+struct Page;
+
+impl Tool for Page {
+    type Args = PageArgs;
+    type Output = u32;
+
+    fn name(&self) -> &str {
+        "page"
+    }
+
+    fn description(&self) -> &str {
+        "Return the limit."
+    }
+
+    async fn execute(&self, args: PageArgs, _: ExecContext) -> Result<u32, ToolError> {
+        Ok(args.limit)
+    }
+
+    fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(value.to_string())]
+    }
+}
+
+#[tokio::test]
+async fn a_value_only_serde_refuses_is_invalid_args_at_its_pointer() {
+    // The schema says `integer` (widths are serde's to enforce), so `-1` passes validation and
+    // the typed deserialisation must name where it failed.
+    let registry = ToolRegistry::new();
+    registry.register_tool(Page).unwrap();
+    let result = run(&registry, "page", json!({"limit": -1})).await;
+    // (With `arbitrary_precision`, serde_json words an out-of-range integer as "invalid
+    // number"; the pointer is what tells the model which field to fix.)
+    assert_eq!(
+        expect_failure(&result, FailureCode::InvalidArgs),
+        "invalid arguments: /limit: invalid number"
+    );
+    assert_eq!(
+        expect_value(&run(&registry, "page", json!({"limit": 7})).await),
+        json!(7)
+    );
+}
+
 // ----- Raw tools ----------------------------------------------------------------------------
 
 #[tokio::test]
@@ -360,6 +409,29 @@ async fn outputs_are_validated_and_domain_failures_are_values() {
 }
 
 #[tokio::test]
+async fn a_presentation_meta_of_none_records_no_meta() {
+    let registry = ToolRegistry::new();
+    let def = ToolDefinition::builder("echo", "Return the arguments.")
+        .raw_parameters(json!({"type": "object"}))
+        .output(
+            ToolOutput::new(ValueSchema::json(), |_, _| Vec::new())
+                .with_presentation_meta(|_, value| value.get("ui").cloned()),
+        )
+        .execute(|args, _| async move { Ok((*args).clone()) })
+        .build()
+        .unwrap();
+    registry.register(def).unwrap();
+    let with_ui = run(&registry, "echo", json!({"ui": {"badge": 1}})).await;
+    assert_eq!(with_ui.meta, Some(json!({"badge": 1})));
+    let without = run(&registry, "echo", json!({"other": true})).await;
+    assert_eq!(
+        (without.is_error, without.meta),
+        (false, None),
+        "a projection that gives nothing records nothing"
+    );
+}
+
+#[tokio::test]
 async fn tool_errors_are_tool_error_results() {
     let registry = ToolRegistry::new();
     let def = ToolDefinition::builder("fail", "Always fails.")
@@ -404,8 +476,12 @@ async fn cancelled_before_dispatch_never_runs_the_body() {
     assert!(!ran.load(Ordering::SeqCst));
 }
 
-#[tokio::test]
-async fn cancelled_during_the_body_is_aborted_after_the_body_finishes() {
+/// How a body that sees the caller's signal ends, and the code its call then gets.
+type Ending = fn() -> Result<Value, ToolError>;
+
+/// Runs a body that waits for the caller's cancellation, lets the registry's cancellation
+/// rule see how it ended, and checks the body's future was driven to its end.
+async fn cancelled_mid_flight(ending: Ending) -> dsh_tools::ToolResult {
     let finished = Arc::new(AtomicBool::new(false));
     let started = Arc::new(tokio::sync::Notify::new());
     let (flag, notify) = (Arc::clone(&finished), Arc::clone(&started));
@@ -418,9 +494,9 @@ async fn cancelled_during_the_body_is_aborted_after_the_body_finishes() {
                 notify.notify_one();
                 exec.signal().cancelled().await;
                 // Cleanup after cancellation must still be awaited by the registry.
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                tokio::task::yield_now().await;
                 flag.store(true, Ordering::SeqCst);
-                Ok(json!("done anyway"))
+                ending()
             }
         })
         .build()
@@ -435,40 +511,44 @@ async fn cancelled_during_the_body_is_aborted_after_the_body_finishes() {
     started.notified().await;
     signal.cancel();
     let result = running.await.unwrap();
-    expect_failure(&result, FailureCode::Aborted);
     assert!(
         finished.load(Ordering::SeqCst),
         "the body's future was abandoned"
     );
+    result
 }
 
 #[tokio::test]
-async fn a_body_that_stops_with_an_error_on_cancellation_is_aborted() {
-    let started = Arc::new(tokio::sync::Notify::new());
-    let notify = Arc::clone(&started);
-    let registry = ToolRegistry::new();
-    let def = ToolDefinition::builder("stops", "Give up when cancelled.")
-        .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
-        .execute(move |_, exec: ExecContext| {
-            let notify = Arc::clone(&notify);
-            async move {
-                notify.notify_one();
-                exec.signal().cancelled().await;
-                Err(ToolError::failed("the read was cancelled"))
-            }
-        })
-        .build()
-        .unwrap();
-    registry.register(def).unwrap();
-    let signal = CancellationToken::new();
-    let call = ToolCall::new("c", "stops", json!({}), signal.clone());
-    let running = tokio::spawn({
-        let registry = registry.clone();
-        async move { registry.execute(call).await }
-    });
-    started.notified().await;
-    signal.cancel();
-    expect_failure(&running.await.unwrap(), FailureCode::Aborted);
+async fn a_body_cancelled_mid_flight_is_aborted_unless_it_panicked_or_refused_its_arguments() {
+    // What the body may have made of the cancellation (a value, the error it returned on
+    // seeing the signal, a value its schema rejects) is an abort; a panic and an
+    // invalid-arguments refusal say something else and keep their codes.
+    let cases: [(&str, Ending, FailureCode); 5] = [
+        ("a value", || Ok(json!("done anyway")), FailureCode::Aborted),
+        (
+            "an error",
+            || Err(ToolError::failed("the read was cancelled")),
+            FailureCode::Aborted,
+        ),
+        (
+            "bad arguments",
+            || Err(ToolError::invalid_args("the count must be positive")),
+            FailureCode::InvalidArgs,
+        ),
+        (
+            "a panic",
+            || panic!("cleanup exploded"),
+            FailureCode::ToolPanic,
+        ),
+        ("a rejected value", || Ok(json!(42)), FailureCode::Aborted),
+    ];
+    let mut outcomes = Vec::new();
+    let mut expected = Vec::new();
+    for (ending, finish, code) in cases {
+        outcomes.push((ending, cancelled_mid_flight(finish).await.code()));
+        expected.push((ending, Some(code)));
+    }
+    assert_eq!(outcomes, expected);
 }
 
 #[tokio::test(start_paused = true)]

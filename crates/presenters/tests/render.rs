@@ -4,8 +4,8 @@
 
 mod support;
 
-use dsh_tools::card::{FileDiff, TerminalResultView};
 use dsh_tools::ToolResultView;
+use dsh_tools::card::{FileDiff, TerminalResultView};
 use presenters::text::render_file_diff;
 use presenters::{render_call_text, render_result_text, render_text};
 use pretty_assertions::assert_eq;

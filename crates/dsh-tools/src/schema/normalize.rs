@@ -119,7 +119,8 @@ impl Normalizer {
             return self.nullable_any_of(&branches, map, at);
         }
         if map.contains_key("oneOf")
-            && (map.contains_key("properties") || map.get("type") == Some(&json!("object")))
+            && (map.contains_key("properties")
+                || map.get("type").and_then(Value::as_str) == Some("object"))
         {
             // `#[serde(flatten)]` of an enum: object keywords beside `oneOf` apply to every
             // branch (draft 2020-12 applies both), so they are distributed.

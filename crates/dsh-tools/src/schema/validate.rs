@@ -46,7 +46,8 @@ pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation
     }
     let mut out = Vec::new();
     check(schema, value, "", &mut out);
-    // The two passes implement the same rules; every test run checks they agree.
+    // The two passes implement the same rules (`the_fast_pass_agrees_with_the_diagnostic_pass`
+    // holds them to it); a disagreement here is a bug in one of them.
     debug_assert!(
         !out.is_empty(),
         "the diagnostic pass found nothing the fast pass refused"
@@ -57,8 +58,9 @@ pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation
     Err(out)
 }
 
-/// Whether a value is valid, without building any diagnostics.
-pub(crate) fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
+/// Whether a value is valid, without building any diagnostics. It restates every rule of
+/// [`check`]; a property test holds the two to the same verdict.
+fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
     match &schema.kind {
         SchemaKind::Json => true,
         SchemaKind::Scalar {
@@ -332,10 +334,38 @@ fn aims_at(branch: &ValueSchema, value: &Value) -> bool {
     }
 }
 
+// The generators the differential test uses, so both tests cover the same pairs.
+#[cfg(test)]
+#[path = "../../tests/support/schema_strategies.rs"]
+mod strategies;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 4_000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn the_fast_pass_agrees_with_the_diagnostic_pass((schema, value) in strategies::pairs()) {
+            let mut violations = Vec::new();
+            check(&schema, &value, "", &mut violations);
+            prop_assert_eq!(
+                is_valid(&schema, &value),
+                violations.is_empty(),
+                "schema {} value {} violations {:?}",
+                schema.to_json(),
+                value,
+                violations
+            );
+        }
+    }
 
     fn violations(schema: &ValueSchema, value: Value) -> Vec<String> {
         match validate(schema, &value) {
