@@ -1,6 +1,6 @@
 //! The agent: session identity, history, inbox, agent scope, and the turn loop.
 
-use crate::event::{EventRecord, RecordedToolCall, SessionEvent, TurnEndReason};
+use crate::event::{EventRecord, SessionEvent, TurnEndReason};
 use crate::log::{SessionLog, SessionLogWriter};
 use crate::model::{AssistantToolCall, Message, ModelAdapter, ModelEvent, ModelRequest};
 use dsh_tools::jobs::{JobRuntime, TurnOpener};
@@ -16,7 +16,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The default step limit of a turn.
@@ -38,8 +38,13 @@ pub enum AgentError {
     #[error(transparent)]
     Scope(#[from] ScopeError),
     /// The session log could not be opened.
-    #[error("cannot open the session log: {0}")]
-    Log(#[from] std::io::Error),
+    #[error("cannot open the session log {}: {source}", path.display())]
+    Log {
+        /// The log file.
+        path: PathBuf,
+        /// Why it could not be opened.
+        source: std::io::Error,
+    },
 }
 
 /// How a turn went.
@@ -62,10 +67,20 @@ struct Emitter {
     log: Option<SessionLogWriter>,
 }
 
+/// The running turn. It is the one record of whether the agent is busy: starting a turn,
+/// deciding that it is complete and opening a woken one all read and write it under the state
+/// lock, together with the inbox.
+struct ActiveTurn {
+    /// Which turn this is, so a finished turn's guard never clears a newer one.
+    id: u64,
+    signal: CancellationToken,
+}
+
 struct AgentState {
     history: Vec<Message>,
     inbox: Vec<InjectedContext>,
-    turn: Option<CancellationToken>,
+    turn: Option<ActiveTurn>,
+    turns_started: u64,
     disposed: bool,
 }
 
@@ -82,9 +97,12 @@ struct AgentInner {
     link: Arc<AgentLink>,
     state: Mutex<AgentState>,
     emitter: Mutex<Emitter>,
-    busy: watch::Sender<bool>,
+    /// Woken whenever a turn ends (`wait_idle`); it carries no state of its own.
+    idle: Notify,
     job_listener: Mutex<Option<Disposer>>,
     next_subscriber: AtomicU64,
+    /// The tool calls of the session so far (restored ones included), for fallback call ids.
+    calls_made: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,8 +144,7 @@ impl AgentHandle for AgentLink {
 }
 
 impl AgentInner {
-    /// Appends context to the inbox and records it. The state lock is held while emitting, so
-    /// the log orders injections and the requests that drain them exactly as they happened.
+    /// Appends context to the inbox and records it.
     fn inject(&self, context: InjectedContext) -> Result<(), AgentGone> {
         let mut state = lock(&self.state);
         if state.disposed {
@@ -135,16 +152,28 @@ impl AgentInner {
                 session_id: self.session_id.clone(),
             });
         }
+        self.enqueue(&mut state, context);
+        Ok(())
+    }
+
+    /// Records `context/inject` and appends to the inbox. The caller holds the state lock
+    /// while emitting, so the log orders injections and the requests that drain them exactly
+    /// as they happened.
+    fn enqueue(&self, state: &mut AgentState, context: InjectedContext) {
         self.emit(SessionEvent::ContextInject {
             source: context.source.clone(),
             content: context.content.clone(),
         });
         state.inbox.push(context);
-        Ok(())
     }
 
     fn emit(&self, event: SessionEvent) {
-        let mut emitter = lock(&self.emitter);
+        self.emit_locked(&mut lock(&self.emitter), event);
+    }
+
+    /// Numbers, logs and delivers one event; the caller holds the emitter lock, which keeps
+    /// subscribers seeing events in sequence order.
+    fn emit_locked(&self, emitter: &mut Emitter, event: SessionEvent) {
         emitter.seq += 1;
         let record = EventRecord::now(emitter.seq, event);
         if let Some(log) = &mut emitter.log
@@ -156,6 +185,62 @@ impl AgentInner {
             if std::panic::catch_unwind(AssertUnwindSafe(|| subscriber(&record))).is_err() {
                 tracing::warn!(session = %self.session_id, "a session-event subscriber panicked; ignored");
             }
+        }
+    }
+
+    /// Ends turn `id`: clears it and records `turn/end`. The caller passes the state lock it
+    /// took to decide the turn is over (for `completed`: that the inbox is empty), so a notice
+    /// injected from then on finds the agent idle and can open a turn of its own; none can slip
+    /// in between the decision and the agent becoming idle. The emitter lock is taken before
+    /// the state lock is released, so `turn/end` is numbered before anything a new turn
+    /// records.
+    fn close_turn(&self, mut state: MutexGuard<'_, AgentState>, id: u64, event: SessionEvent) {
+        if state.turn.as_ref().is_some_and(|turn| turn.id == id) {
+            state.turn = None;
+        }
+        let mut emitter = lock(&self.emitter);
+        drop(state);
+        self.emit_locked(&mut emitter, event);
+        drop(emitter);
+        self.idle.notify_waiters();
+    }
+}
+
+impl Drop for AgentInner {
+    /// An agent dropped without [`Agent::dispose`] still gives back what it holds: its agent
+    /// scope (so the session id can be used again) and its job listener, synchronously, and
+    /// the jobs it owns through a task on the current tokio runtime (their disposal is async).
+    /// Outside a runtime those jobs run on until the jobs runtime is torn down.
+    fn drop(&mut self) {
+        self.scope.dispose();
+        if let Some(listener) = lock(&self.job_listener).take() {
+            listener.dispose();
+        }
+        // After `dispose()` the jobs are gone already, and the session id may belong to a new
+        // agent by now, whose jobs are not this one's to cancel.
+        if lock(&self.state).disposed {
+            return;
+        }
+        let Some(jobs) = &self.jobs else {
+            return;
+        };
+        let live = jobs
+            .list(Some(&self.session_id))
+            .iter()
+            .any(|job| !job.status.is_terminal());
+        if !live {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let jobs = jobs.clone();
+                let session = std::mem::take(&mut self.session_id);
+                runtime.spawn(async move { jobs.dispose_owner(&session).await });
+            }
+            Err(_) => tracing::warn!(
+                session = %self.session_id,
+                "an agent was dropped outside a tokio runtime without dispose(); its jobs keep running"
+            ),
         }
     }
 }
@@ -223,7 +308,10 @@ impl AgentBuilder {
         self
     }
 
-    /// A subscriber that sees every event from `session/start` on.
+    /// A subscriber that sees every event from `session/start` on. Subscribers run
+    /// synchronously while the agent records the event (often under its locks) and must not
+    /// call back into the agent: `inject`, `history`, `is_busy`, `run` or `dispose` from a
+    /// subscriber deadlocks. Hand work off to a channel or a task instead.
     pub fn subscriber(mut self, subscriber: impl Fn(&EventRecord) + Send + Sync + 'static) -> Self {
         self.subscribers.push(Arc::new(subscriber));
         self
@@ -254,16 +342,30 @@ impl AgentBuilder {
             .or_else(|| resumed.as_ref().and_then(|r| r.cwd.clone()))
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
-        let scope = self.registry.agent_scope(session_id.clone())?;
+        // The log first: the scope is registered under the session id, and a failure after
+        // creating it would leave the id taken.
         let log = match &self.log {
-            Some(path) => Some(SessionLogWriter::open(path)?),
+            Some(path) => Some(
+                SessionLogWriter::open(path).map_err(|source| AgentError::Log {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
             None => None,
         };
+        let scope = self.registry.agent_scope(session_id.clone())?;
         let (history, inbox, seq) = match resumed {
             Some(restored) => (restored.history, restored.inbox, restored.last_seq),
             None => (Vec::new(), Vec::new(), 0),
         };
-        let (busy, _) = watch::channel(false);
+        let calls_made: u64 = history
+            .iter()
+            .map(|message| match message {
+                Message::Assistant { tool_calls, .. } => tool_calls.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        let subscribers = self.subscribers.len() as u64;
         let inner = Arc::new_cyclic(|weak: &Weak<AgentInner>| AgentInner {
             link: Arc::new(AgentLink {
                 session_id: session_id.clone(),
@@ -283,21 +385,19 @@ impl AgentBuilder {
                 history,
                 inbox,
                 turn: None,
+                turns_started: 0,
                 disposed: false,
             }),
             emitter: Mutex::new(Emitter {
                 seq,
-                subscribers: self
-                    .subscribers
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, s)| (i as u64, s))
-                    .collect(),
+                subscribers: (0..).zip(self.subscribers).collect(),
                 log,
             }),
-            busy,
+            idle: Notify::new(),
             job_listener: Mutex::new(None),
-            next_subscriber: AtomicU64::new(1_000),
+            // Ids of later `subscribe` calls follow the builder's subscribers.
+            next_subscriber: AtomicU64::new(subscribers),
+            calls_made: AtomicU64::new(calls_made),
         });
         if let Some(jobs) = &self.jobs {
             let weak = Arc::downgrade(&inner);
@@ -324,9 +424,9 @@ impl AgentBuilder {
                 tools: agent
                     .inner
                     .registry
-                    .schemas(Some(&session_id))
-                    .into_iter()
-                    .map(|s| s.name)
+                    .visible(Some(&session_id))
+                    .iter()
+                    .map(|tool| tool.name().to_owned())
                     .collect(),
             });
         }
@@ -350,6 +450,10 @@ fn fresh_session_id() -> String {
 
 /// An agent: a session with a history, an inbox of injected contexts and an agent scope,
 /// driven turn by turn against a model. Cheap to clone.
+///
+/// End it with [`Agent::dispose`], which also waits for its turn and its jobs. Dropping the
+/// last clone without disposing still removes the agent scope and cancels its jobs (from a task
+/// on the current tokio runtime), but nothing waits for them.
 #[derive(Clone)]
 pub struct Agent {
     inner: Arc<AgentInner>,
@@ -359,8 +463,7 @@ impl fmt::Debug for Agent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Agent")
             .field("session_id", &self.inner.session_id)
-            .field("busy", &*self.inner.busy.borrow())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -383,14 +486,28 @@ struct Assembled {
     calls: Vec<AssistantToolCall>,
 }
 
-/// Clears the busy flag and the turn token however the turn ends (even by a panic).
-struct TurnGuard<'a>(&'a AgentInner);
+/// Clears turn `id` however the turn stops without closing (a panic, a dropped future); a
+/// turn that closed normally is already cleared, and a newer turn is left alone.
+struct TurnGuard<'a> {
+    inner: &'a AgentInner,
+    id: u64,
+}
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        lock(&self.0.state).turn = None;
-        self.0.busy.send_replace(false);
+        let mut state = lock(&self.inner.state);
+        if state.turn.as_ref().is_some_and(|turn| turn.id == self.id) {
+            state.turn = None;
+            drop(state);
+            self.inner.idle.notify_waiters();
+        }
     }
+}
+
+/// A started turn: its id and its cancellation signal.
+struct TurnTicket {
+    id: u64,
+    signal: CancellationToken,
 }
 
 impl Agent {
@@ -438,7 +555,7 @@ impl Agent {
 
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
-        *self.inner.busy.borrow()
+        lock(&self.inner.state).turn.is_some()
     }
 
     /// Subscribes to session events from now on. Subscribers run synchronously while the
@@ -467,8 +584,11 @@ impl Agent {
     /// Runs one turn for real user input.
     pub async fn run(&self, input: impl Into<String>) -> Result<TurnOutcome, AgentError> {
         let input = input.into();
-        let signal = self.begin_turn()?;
-        let _guard = TurnGuard(&self.inner);
+        let ticket = self.begin_turn()?;
+        let _guard = TurnGuard {
+            inner: &self.inner,
+            id: ticket.id,
+        };
         {
             let mut state = lock(&self.inner.state);
             self.inner.emit(SessionEvent::UserMessage {
@@ -479,32 +599,42 @@ impl Agent {
         if let Some(jobs) = &self.inner.jobs {
             jobs.note_user_input(&self.inner.session_id);
         }
-        Ok(self.turn(signal).await)
+        Ok(self.turn(ticket).await)
     }
 
     /// Runs a turn for pending injected context (a job notice woke the agent). Returns
     /// `None` when the inbox is empty.
     pub async fn run_pending(&self) -> Result<Option<TurnOutcome>, AgentError> {
-        let signal = self.begin_turn()?;
-        let _guard = TurnGuard(&self.inner);
+        let ticket = self.begin_turn()?;
+        let _guard = TurnGuard {
+            inner: &self.inner,
+            id: ticket.id,
+        };
         if lock(&self.inner.state).inbox.is_empty() {
             return Ok(None);
         }
-        Ok(Some(self.turn(signal).await))
+        Ok(Some(self.turn(ticket).await))
     }
 
     /// Cancels the running turn, if any: in-flight tool calls see their signal fire, and every
     /// call still gets exactly one result.
     pub fn cancel_turn(&self) {
         if let Some(turn) = &lock(&self.inner.state).turn {
-            turn.cancel();
+            turn.signal.cancel();
         }
     }
 
     /// Waits until no turn is running.
     pub async fn wait_idle(&self) {
-        let mut busy = self.inner.busy.subscribe();
-        let _ = busy.wait_for(|busy| !*busy).await;
+        loop {
+            // Registered before the check, so a turn ending in between still wakes us.
+            let mut ended = std::pin::pin!(self.inner.idle.notified());
+            ended.as_mut().enable();
+            if !self.is_busy() {
+                return;
+            }
+            ended.await;
+        }
     }
 
     /// Disposes the agent: cancels its turn and waits for it, disposes its scope (scoped
@@ -518,20 +648,21 @@ impl Agent {
             }
             state.disposed = true;
             if let Some(turn) = &state.turn {
-                turn.cancel();
+                turn.signal.cancel();
             }
         }
         self.wait_idle().await;
         self.inner.scope.dispose();
-        if let Some(listener) = lock(&self.inner.job_listener).take() {
-            listener.dispose();
-        }
         if let Some(jobs) = &self.inner.jobs {
             jobs.dispose_owner(&self.inner.session_id).await;
         }
+        // Only now: the jobs just killed still record their `job/end`.
+        if let Some(listener) = lock(&self.inner.job_listener).take() {
+            listener.dispose();
+        }
     }
 
-    fn begin_turn(&self) -> Result<CancellationToken, AgentError> {
+    fn begin_turn(&self) -> Result<TurnTicket, AgentError> {
         let mut state = lock(&self.inner.state);
         if state.disposed {
             return Err(AgentError::Disposed(self.inner.session_id.clone()));
@@ -539,82 +670,86 @@ impl Agent {
         if state.turn.is_some() {
             return Err(AgentError::Busy(self.inner.session_id.clone()));
         }
-        let signal = CancellationToken::new();
-        state.turn = Some(signal.clone());
-        self.inner.busy.send_replace(true);
-        Ok(signal)
+        state.turns_started += 1;
+        let ticket = TurnTicket {
+            id: state.turns_started,
+            signal: CancellationToken::new(),
+        };
+        state.turn = Some(ActiveTurn {
+            id: ticket.id,
+            signal: ticket.signal.clone(),
+        });
+        Ok(ticket)
     }
 
-    async fn turn(&self, signal: CancellationToken) -> TurnOutcome {
+    async fn turn(&self, ticket: TurnTicket) -> TurnOutcome {
         let inner = &self.inner;
+        let TurnTicket { id, signal } = ticket;
         let mut steps = 0;
         let mut text = String::new();
-        let end = |reason: TurnEndReason, steps: u32, text: String| {
-            inner.emit(SessionEvent::TurnEnd { reason, steps });
-            TurnOutcome {
-                reason,
-                steps,
-                text,
-            }
-        };
+        let end =
+            |state: MutexGuard<'_, AgentState>, reason: TurnEndReason, steps: u32, text: String| {
+                inner.close_turn(state, id, SessionEvent::TurnEnd { reason, steps });
+                TurnOutcome {
+                    reason,
+                    steps,
+                    text,
+                }
+            };
         loop {
             if signal.is_cancelled() {
-                return end(TurnEndReason::Cancelled, steps, text);
+                return end(lock(&inner.state), TurnEndReason::Cancelled, steps, text);
             }
             if steps >= inner.max_steps {
-                return end(TurnEndReason::MaxSteps, steps, text);
+                return end(lock(&inner.state), TurnEndReason::MaxSteps, steps, text);
             }
             steps += 1;
             let request = self.next_request(steps);
             let assembled = match self.stream(request, &signal).await {
                 Ok(assembled) => assembled,
-                Err(StreamEnd::Cancelled) => return end(TurnEndReason::Cancelled, steps, text),
+                Err(StreamEnd::Cancelled) => {
+                    return end(lock(&inner.state), TurnEndReason::Cancelled, steps, text);
+                }
                 Err(StreamEnd::Failed(message)) => {
                     inner.emit(SessionEvent::Error {
                         message,
                         code: Some(String::from("MODEL_ERROR")),
                     });
-                    return end(TurnEndReason::Error, steps, text);
+                    return end(lock(&inner.state), TurnEndReason::Error, steps, text);
                 }
             };
             text.clone_from(&assembled.text);
             let calls = assembled.calls.clone();
-            {
+            let state = {
                 let mut state = lock(&inner.state);
                 inner.emit(SessionEvent::AssistantMessage {
                     text: assembled.text.clone(),
                     reasoning: assembled.reasoning.clone(),
-                    tool_calls: assembled
-                        .calls
-                        .iter()
-                        .map(|c| RecordedToolCall {
-                            call_id: c.call_id.clone(),
-                            name: c.name.clone(),
-                            arguments: c.arguments.clone(),
-                        })
-                        .collect(),
+                    tool_calls: assembled.calls.clone(),
                 });
                 state.history.push(Message::Assistant {
                     text: assembled.text,
                     reasoning: assembled.reasoning,
                     tool_calls: assembled.calls,
                 });
-            }
+                state
+            };
             if calls.is_empty() {
                 // Context that arrived while the model answered (a job notice) must not be
-                // closed over: give the model a step to see it.
-                let pending = !lock(&inner.state).inbox.is_empty();
-                if pending && !signal.is_cancelled() {
+                // closed over: give the model a step to see it. The check and the end of the
+                // turn share one hold of the state lock (see `close_turn`).
+                if !state.inbox.is_empty() && !signal.is_cancelled() {
                     continue;
                 }
-                return end(TurnEndReason::Completed, steps, text);
+                return end(state, TurnEndReason::Completed, steps, text);
             }
-            let concluded = self.run_tools(&calls, &signal).await;
+            drop(state);
+            let concluded = self.run_tools(calls, &signal).await;
             if signal.is_cancelled() {
-                return end(TurnEndReason::Cancelled, steps, text);
+                return end(lock(&inner.state), TurnEndReason::Cancelled, steps, text);
             }
             if concluded {
-                return end(TurnEndReason::Concluded, steps, text);
+                return end(lock(&inner.state), TurnEndReason::Concluded, steps, text);
             }
         }
     }
@@ -625,17 +760,14 @@ impl Agent {
         let tools = inner.registry.schemas(Some(&inner.session_id));
         let mut state = lock(&inner.state);
         let injected = std::mem::take(&mut state.inbox);
-        for context in &injected {
-            state.history.push(Message::User {
-                content: context.content.clone(),
-                source: Some(context.source.clone()),
-            });
-        }
+        state.history.extend(injected.iter().map(Message::from));
         inner.emit(SessionEvent::ModelRequest {
             step,
             tools: tools.iter().map(|t| t.name.clone()).collect(),
             injected,
         });
+        // The request owns a copy of the history. Adapters may keep requests (the mock captures
+        // every one), so sharing it instead would need a persistent history structure.
         ModelRequest {
             step,
             system: inner.system.clone(),
@@ -651,7 +783,6 @@ impl Agent {
         request: ModelRequest,
         signal: &CancellationToken,
     ) -> Result<Assembled, StreamEnd> {
-        let step = request.step;
         let mut stream = self.inner.adapter.stream(request, signal.clone());
         let mut text = String::new();
         let mut reasoning = String::new();
@@ -697,15 +828,20 @@ impl Agent {
             text,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
             calls: calls
-                .into_iter()
-                .map(|(index, call)| AssistantToolCall {
-                    call_id: if call.id.is_empty() {
-                        format!("call-{step}-{index}")
-                    } else {
-                        call.id
-                    },
-                    name: call.name,
-                    arguments: call.arguments,
+                .into_values()
+                .map(|call| {
+                    // Counted session-wide (restored calls included), so a fallback id never
+                    // repeats, whichever turn or step it is made in.
+                    let n = self.inner.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
+                    AssistantToolCall {
+                        call_id: if call.id.is_empty() {
+                            format!("call-auto-{n}")
+                        } else {
+                            call.id
+                        },
+                        name: call.name,
+                        arguments: call.arguments,
+                    }
                 })
                 .collect(),
         })
@@ -714,10 +850,12 @@ impl Agent {
     /// Runs the calls of one assistant message: consecutive concurrency-safe calls overlap
     /// (bounded), every other call is an exclusive barrier, and results are committed in call
     /// order. Returns whether a result concluded the turn.
-    async fn run_tools(&self, calls: &[AssistantToolCall], signal: &CancellationToken) -> bool {
+    async fn run_tools(&self, calls: Vec<AssistantToolCall>, signal: &CancellationToken) -> bool {
         let inner = &self.inner;
         let session = inner.session_id.as_str();
-        let parsed: Vec<Option<Value>> = calls
+        // Parsed once here; the registry gets the value, or the raw text when it is not JSON
+        // (and then names the parse error in its result).
+        let mut parsed: Vec<Option<Value>> = calls
             .iter()
             .map(|c| serde_json::from_str::<Value>(&c.arguments).ok())
             .collect();
@@ -747,48 +885,61 @@ impl Agent {
         for (_, members) in groups {
             let pending: Vec<_> = members
                 .iter()
-                .map(|&i| self.execute(&calls[i], signal).boxed())
+                .map(|&i| {
+                    let arguments = match parsed[i].take() {
+                        Some(value) => Arguments::Value(value),
+                        None => Arguments::Text(calls[i].arguments.clone()),
+                    };
+                    self.execute(&calls[i], arguments, signal)
+                })
                 .collect();
             let results: Vec<ToolResult> = futures::stream::iter(pending)
                 .buffered(inner.max_parallel)
                 .collect()
                 .await;
+            // One hold of the state lock for the group: the results, then each call's deferred
+            // and additional contexts in call order, with nothing (a job notice) in between.
+            // The contexts go through the inbox, which the next request drains right after
+            // these results.
+            let mut state = lock(&inner.state);
             let mut contexts = Vec::new();
-            {
-                let mut state = lock(&inner.state);
-                for (&i, result) in members.iter().zip(results) {
-                    let call = &calls[i];
-                    concluded |= result.concludes_turn;
-                    inner.emit(SessionEvent::ToolResult {
-                        call_id: call.call_id.clone(),
-                        name: call.name.clone(),
-                        is_error: result.is_error,
-                        content: result.content.clone(),
-                        error: result.error.clone(),
-                        meta: result.meta.clone(),
-                    });
-                    state.history.push(Message::Tool {
-                        call_id: call.call_id.clone(),
-                        content: result.content,
-                        is_error: result.is_error,
-                    });
-                    contexts.extend(result.additional_contexts);
-                }
+            for (&i, result) in members.iter().zip(results) {
+                let call = &calls[i];
+                concluded |= result.concludes_turn;
+                inner.emit(SessionEvent::ToolResult {
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    is_error: result.is_error,
+                    content: result.content.clone(),
+                    error: result.error.clone(),
+                    meta: result.meta.clone(),
+                });
+                state.history.push(Message::Tool {
+                    call_id: call.call_id.clone(),
+                    content: result.content,
+                    is_error: result.is_error,
+                });
+                contexts.extend(result.additional_contexts);
             }
-            // Deferred and additional contexts follow the results: they go through the inbox,
-            // which the next request drains right after these results.
-            for context in contexts {
-                let _ = inner.inject(context);
+            if !state.disposed {
+                for context in contexts {
+                    inner.enqueue(&mut state, context);
+                }
             }
         }
         concluded
     }
 
-    async fn execute(&self, call: &AssistantToolCall, signal: &CancellationToken) -> ToolResult {
+    async fn execute(
+        &self,
+        call: &AssistantToolCall,
+        arguments: Arguments,
+        signal: &CancellationToken,
+    ) -> ToolResult {
         let request = ToolCall::new(
             call.call_id.clone(),
             call.name.clone(),
-            Arguments::Text(call.arguments.clone()),
+            arguments,
             signal.child_token(),
         )
         .with_agent(self.handle());
@@ -827,9 +978,11 @@ impl AgentDirectory {
         AgentDirectory::default()
     }
 
-    /// Adds an agent (held weakly).
+    /// Adds an agent (held weakly). Agents dropped since the last insert are forgotten.
     pub fn insert(&self, agent: &Agent) {
-        lock(&self.agents).insert(agent.session_id().to_owned(), Arc::downgrade(&agent.inner));
+        let mut agents = lock(&self.agents);
+        agents.retain(|_, inner| inner.strong_count() > 0);
+        agents.insert(agent.session_id().to_owned(), Arc::downgrade(&agent.inner));
     }
 
     /// Waits for every turn this directory opened so far to finish.
@@ -854,20 +1007,71 @@ impl TurnOpener for AgentDirectory {
         else {
             return false;
         };
-        let agent = Agent { inner };
-        if agent.is_busy() || lock(&agent.inner.state).disposed {
-            return false;
+        {
+            // The same state a finishing turn clears under this lock (see `close_turn`).
+            let state = lock(&inner.state);
+            if state.turn.is_some() || state.disposed {
+                return false;
+            }
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return false;
         };
+        let agent = Agent { inner };
         let handle = runtime.spawn(async move {
             match agent.run_pending().await {
                 Ok(_) => {}
                 Err(error) => tracing::debug!("a woken turn did not run: {error}"),
             }
         });
-        lock(&self.woken).push(handle);
+        let mut woken = lock(&self.woken);
+        // Finished turns need no waiting for; only the running ones are kept.
+        woken.retain(|handle| !handle.is_finished());
+        woken.push(handle);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelStream;
+
+    /// A model that answers every request with an empty text.
+    struct Silent;
+
+    impl ModelAdapter for Silent {
+        fn stream(&self, _request: ModelRequest, _signal: CancellationToken) -> ModelStream {
+            Box::pin(futures::stream::empty())
+        }
+    }
+
+    fn agent(registry: &ToolRegistry, session: &str) -> Agent {
+        Agent::builder(registry.clone(), Arc::new(Silent))
+            .session_id(session)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_directory_forgets_dropped_agents_and_finished_turns() {
+        let registry = ToolRegistry::new();
+        let directory = AgentDirectory::new();
+        directory.insert(&agent(&registry, "gone"));
+        let live = agent(&registry, "live");
+        directory.insert(&live);
+        assert_eq!(
+            lock(&directory.agents).keys().collect::<Vec<_>>(),
+            vec!["live"]
+        );
+
+        // Two woken turns, one after the other: only the running one is kept.
+        assert!(directory.open_turn(&live.handle()));
+        while !lock(&directory.woken).iter().all(|h| h.is_finished()) {
+            tokio::task::yield_now().await;
+        }
+        assert!(directory.open_turn(&live.handle()));
+        assert_eq!(lock(&directory.woken).len(), 1);
+        directory.wait_woken().await;
     }
 }

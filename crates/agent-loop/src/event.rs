@@ -1,6 +1,7 @@
 //! Session events: every observable step of a session, as broadcast to subscribers and as
 //! written to the JSONL session log.
 
+use crate::model::AssistantToolCall;
 use dsh_tools::jobs::JobStatus;
 use dsh_tools::{ContentBlock, ContextSource, InjectedContext, ToolFailure};
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use std::time::SystemTime;
 /// How a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TurnEndReason {
     /// The model answered without tool calls.
     Completed,
@@ -24,7 +26,7 @@ pub enum TurnEndReason {
 }
 
 impl TurnEndReason {
-    /// The wire spelling.
+    /// The wire spelling (the serde name; a test checks the two agree for every variant).
     pub fn as_str(self) -> &'static str {
         match self {
             TurnEndReason::Completed => "completed",
@@ -34,18 +36,6 @@ impl TurnEndReason {
             TurnEndReason::Error => "error",
         }
     }
-}
-
-/// A tool call as recorded on `assistant/message`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RecordedToolCall {
-    /// The call id.
-    pub call_id: String,
-    /// The tool name.
-    pub name: String,
-    /// The raw argument text.
-    pub arguments: String,
 }
 
 /// One observable step of a session. The wire form is tagged by `type`, fields in camelCase.
@@ -88,7 +78,7 @@ pub enum SessionEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning: Option<String>,
         /// The tool calls, arguments as raw text.
-        tool_calls: Vec<RecordedToolCall>,
+        tool_calls: Vec<AssistantToolCall>,
     },
     /// A tool call about to run.
     #[serde(rename = "tool/call")]
@@ -157,7 +147,7 @@ pub enum SessionEvent {
 }
 
 impl SessionEvent {
-    /// The wire `type`.
+    /// The wire `type` (the serde tag; a test checks the two agree for every variant).
     pub fn kind(&self) -> &'static str {
         match self {
             SessionEvent::SessionStart { .. } => "session/start",
@@ -205,5 +195,126 @@ impl EventRecord {
     /// Parses one log line (tolerant of number spellings; see `dsh_tools::json`).
     pub fn from_json_line(line: &str) -> Result<EventRecord, serde_json::Error> {
         dsh_tools::json::from_str(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The position of a variant in declaration order. The match has no wildcard arm, so a
+    /// new variant does not compile until it is listed here, and then `samples` must cover it.
+    fn variant(event: &SessionEvent) -> usize {
+        match event {
+            SessionEvent::SessionStart { .. } => 0,
+            SessionEvent::UserMessage { .. } => 1,
+            SessionEvent::ModelRequest { .. } => 2,
+            SessionEvent::AssistantMessage { .. } => 3,
+            SessionEvent::ToolCall { .. } => 4,
+            SessionEvent::ToolResult { .. } => 5,
+            SessionEvent::ContextInject { .. } => 6,
+            SessionEvent::JobEnd { .. } => 7,
+            SessionEvent::TurnEnd { .. } => 8,
+            SessionEvent::Error { .. } => 9,
+        }
+    }
+
+    fn samples() -> Vec<SessionEvent> {
+        vec![
+            SessionEvent::SessionStart {
+                session_id: "s1".into(),
+                cwd: "/work".into(),
+                tools: vec!["echo".into()],
+            },
+            SessionEvent::UserMessage {
+                content: "hi".into(),
+            },
+            SessionEvent::ModelRequest {
+                step: 1,
+                tools: vec![],
+                injected: vec![InjectedContext::from_plugin("bash", "done")],
+            },
+            SessionEvent::AssistantMessage {
+                text: "ok".into(),
+                reasoning: Some("because".into()),
+                tool_calls: vec![AssistantToolCall {
+                    call_id: "c1".into(),
+                    name: "echo".into(),
+                    arguments: "{}".into(),
+                }],
+            },
+            SessionEvent::ToolCall {
+                call_id: "c1".into(),
+                name: "echo".into(),
+                arguments: Value::Null,
+            },
+            SessionEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "echo".into(),
+                is_error: false,
+                content: vec![ContentBlock::text("hi")],
+                error: None,
+                meta: None,
+            },
+            SessionEvent::ContextInject {
+                source: ContextSource::plugin("bash"),
+                content: "done".into(),
+            },
+            SessionEvent::JobEnd {
+                job_id: "bash-1".into(),
+                status: JobStatus::Completed,
+                detail: None,
+            },
+            SessionEvent::TurnEnd {
+                reason: TurnEndReason::Completed,
+                steps: 1,
+            },
+            SessionEvent::Error {
+                message: "boom".into(),
+                code: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_event_kind_is_its_serde_tag() {
+        let samples = samples();
+        let covered: Vec<usize> = samples.iter().map(variant).collect();
+        assert_eq!(
+            covered,
+            (0..10).collect::<Vec<_>>(),
+            "one sample per variant, in order"
+        );
+        for event in &samples {
+            let wire = serde_json::to_value(event).unwrap();
+            assert_eq!(wire["type"], event.kind(), "{event:?}");
+        }
+    }
+
+    #[test]
+    fn every_turn_end_reason_spells_as_serde_does() {
+        // No wildcard arm: a new reason does not compile until it is listed here.
+        let position = |reason: TurnEndReason| match reason {
+            TurnEndReason::Completed => 0,
+            TurnEndReason::Concluded => 1,
+            TurnEndReason::MaxSteps => 2,
+            TurnEndReason::Cancelled => 3,
+            TurnEndReason::Error => 4,
+        };
+        let all = [
+            TurnEndReason::Completed,
+            TurnEndReason::Concluded,
+            TurnEndReason::MaxSteps,
+            TurnEndReason::Cancelled,
+            TurnEndReason::Error,
+        ];
+        assert_eq!(
+            all.map(position),
+            [0, 1, 2, 3, 4],
+            "one sample per reason, in order"
+        );
+        for reason in all {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
     }
 }

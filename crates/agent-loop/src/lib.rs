@@ -53,7 +53,7 @@ pub use agent::{
     Agent, AgentBuilder, AgentDirectory, AgentError, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_MAX_STEPS,
     TurnOutcome,
 };
-pub use event::{EventRecord, RecordedToolCall, SessionEvent, TurnEndReason};
+pub use event::{EventRecord, SessionEvent, TurnEndReason};
 pub use log::{SessionLog, SessionLogWriter, SkippedLine};
 pub use model::{
     AssistantToolCall, FinishReason, Message, ModelAdapter, ModelError, ModelEvent, ModelRequest,

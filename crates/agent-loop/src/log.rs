@@ -2,8 +2,8 @@
 //! for resuming a session.
 
 use crate::event::{EventRecord, SessionEvent};
-use crate::model::{AssistantToolCall, Message};
-use dsh_tools::InjectedContext;
+use crate::model::Message;
+use dsh_tools::{FailureCode, InjectedContext, ToolResult};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -86,12 +86,24 @@ pub(crate) struct Restored {
     pub(crate) last_seq: u64,
 }
 
+/// The result given to a call the log shows made but never answered (the session stopped
+/// between `assistant/message` and the call's `tool/result`).
+const UNANSWERED_CALL: &str = "the session ended before this call returned";
+
 impl Restored {
     /// Replays the events that shape the history: user input, contexts drained into requests
     /// (inbox order), assistant messages and tool results. Contexts injected after the last
     /// request stay pending in the inbox.
+    ///
+    /// The rebuilt history keeps the pairing invariant whatever the log lost: a call left
+    /// without a result (the session stopped mid-turn) gets the error result `Error: the
+    /// session ended before this call returned` right after the results it did get, before
+    /// the next message; a result that answers no open call (a log cut at the front) is
+    /// dropped.
     pub(crate) fn from_log(log: &SessionLog) -> Restored {
         let mut restored = Restored::default();
+        // The calls of the last assistant message still waiting for their result.
+        let mut open: Vec<String> = Vec::new();
         for record in &log.events {
             restored.last_seq = restored.last_seq.max(record.seq);
             match &record.event {
@@ -104,6 +116,7 @@ impl Restored {
                     restored.cwd.get_or_insert_with(|| PathBuf::from(cwd));
                 }
                 SessionEvent::UserMessage { content } => {
+                    restored.answer_unanswered(&mut open);
                     restored.history.push(Message::user(content.clone()));
                 }
                 SessionEvent::ContextInject { source, content } => {
@@ -113,44 +126,57 @@ impl Restored {
                     });
                 }
                 SessionEvent::ModelRequest { injected, .. } => {
+                    restored.answer_unanswered(&mut open);
                     // A request drains the whole inbox.
                     restored.inbox.clear();
-                    for context in injected {
-                        restored.history.push(Message::User {
-                            content: context.content.clone(),
-                            source: Some(context.source.clone()),
-                        });
-                    }
+                    restored.history.extend(injected.iter().map(Message::from));
                 }
                 SessionEvent::AssistantMessage {
                     text,
                     reasoning,
                     tool_calls,
-                } => restored.history.push(Message::Assistant {
-                    text: text.clone(),
-                    reasoning: reasoning.clone(),
-                    tool_calls: tool_calls
-                        .iter()
-                        .map(|c| AssistantToolCall {
-                            call_id: c.call_id.clone(),
-                            name: c.name.clone(),
-                            arguments: c.arguments.clone(),
-                        })
-                        .collect(),
-                }),
+                } => {
+                    restored.answer_unanswered(&mut open);
+                    open = tool_calls.iter().map(|c| c.call_id.clone()).collect();
+                    restored.history.push(Message::Assistant {
+                        text: text.clone(),
+                        reasoning: reasoning.clone(),
+                        tool_calls: tool_calls.clone(),
+                    });
+                }
                 SessionEvent::ToolResult {
                     call_id,
                     content,
                     is_error,
                     ..
-                } => restored.history.push(Message::Tool {
-                    call_id: call_id.clone(),
-                    content: content.clone(),
-                    is_error: *is_error,
-                }),
+                } => {
+                    let Some(position) = open.iter().position(|id| id == call_id) else {
+                        continue;
+                    };
+                    open.remove(position);
+                    restored.history.push(Message::Tool {
+                        call_id: call_id.clone(),
+                        content: content.clone(),
+                        is_error: *is_error,
+                    });
+                }
                 _ => {}
             }
         }
+        restored.answer_unanswered(&mut open);
         restored
+    }
+
+    /// Gives every still-open call its synthesized error result, in call order.
+    fn answer_unanswered(&mut self, open: &mut Vec<String>) {
+        for call_id in open.drain(..) {
+            // Shaped as the registry shapes any failure, so the model reads it like the others.
+            let result = ToolResult::failure(FailureCode::Aborted, UNANSWERED_CALL);
+            self.history.push(Message::Tool {
+                call_id,
+                content: result.content,
+                is_error: true,
+            });
+        }
     }
 }

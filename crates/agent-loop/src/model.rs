@@ -1,11 +1,12 @@
 //! The model seam: what the loop sends a model and what streams back.
 
-use dsh_tools::{ContentBlock, ContextSource, ToolSchema};
+use dsh_tools::{ContentBlock, ContextSource, InjectedContext, ToolSchema};
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-/// One message of the conversation history.
+/// One message of the conversation history. The system prompt is not a message: it travels
+/// as [`ModelRequest::system`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "role",
@@ -55,8 +56,19 @@ impl Message {
     }
 }
 
-/// A tool call as the model made it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+impl From<&InjectedContext> for Message {
+    /// The user message an injected context becomes when a request drains the inbox.
+    fn from(context: &InjectedContext) -> Message {
+        Message::User {
+            content: context.content.clone(),
+            source: Some(context.source.clone()),
+        }
+    }
+}
+
+/// A tool call as the model made it: on the assistant message in the history and, in the same
+/// wire form, on the `assistant/message` event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantToolCall {
     /// The call id.
@@ -96,13 +108,25 @@ pub enum FinishReason {
     Other(String),
 }
 
-/// Token counts, when the provider reports them.
+/// Token counts, when the provider reports them. Build one with [`Usage::new`]; more counts
+/// (cached or reasoning tokens) may be added.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt and completion token counts.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+        }
+    }
 }
 
 /// One streamed event from a model.

@@ -1,5 +1,6 @@
 //! Cards from session events, live or replayed: the same presenters over the same durable
-//! facts, so a replayed log shows exactly what a live UI showed.
+//! facts, so a replayed log shows exactly what a live UI showed, for the tools the replaying
+//! registry presents the same way (the global ones; see [`replay_cards`]).
 
 use crate::event::{EventRecord, SessionEvent};
 use dsh_tools::{ToolCallView, ToolRegistry, ToolResultRecord, ToolResultView};
@@ -30,6 +31,7 @@ pub struct CardTracker {
     registry: ToolRegistry,
     session: Option<String>,
     cards: Vec<CallCards>,
+    /// The calls still waiting for their result: card index and arguments.
     arguments: HashMap<String, (usize, Value)>,
 }
 
@@ -78,17 +80,20 @@ impl CardTracker {
                     error: error.clone(),
                     meta: meta.clone(),
                 };
-                match self.arguments.get(call_id) {
+                // A call is answered once; forgetting its arguments keeps a long session's
+                // tracker as small as its open calls.
+                match self.arguments.remove(call_id) {
                     Some((index, arguments)) => {
                         let result = self
                             .registry
-                            .present_result(name, arguments, &record, session);
-                        if let Some(cards) = self.cards.get_mut(*index) {
+                            .present_result(name, &arguments, &record, session);
+                        if let Some(cards) = self.cards.get_mut(index) {
                             cards.result = Some(result);
                         }
                     }
                     None => {
-                        // A result without its call (a log cut at the front): the generic cards.
+                        // A result without its pending call (a log cut at the front, a
+                        // repeated result): the generic cards.
                         self.cards.push(CallCards {
                             call_id: call_id.clone(),
                             name: name.clone(),
@@ -113,11 +118,41 @@ impl CardTracker {
     }
 }
 
-/// Replays events into cards (see [`CardTracker`]).
+/// Replays events into cards (see [`CardTracker`]), presenting with the global view of the
+/// registry: a call to a tool that lived only in an agent scope (or is no longer registered)
+/// gets the generic card, even if the live UI, presenting as that agent, showed the tool's own.
 pub fn replay_cards(registry: &ToolRegistry, events: &[EventRecord]) -> Vec<CallCards> {
     let mut tracker = CardTracker::new(registry.clone(), None);
     for record in events {
         tracker.observe(&record.event);
     }
     tracker.into_cards()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::ContentBlock;
+
+    #[test]
+    fn an_answered_call_is_forgotten() {
+        let mut tracker = CardTracker::new(ToolRegistry::new(), None);
+        tracker.observe(&SessionEvent::ToolCall {
+            call_id: "c1".into(),
+            name: "echo".into(),
+            arguments: serde_json::json!({"text": "hi"}),
+        });
+        assert_eq!(tracker.arguments.len(), 1);
+        tracker.observe(&SessionEvent::ToolResult {
+            call_id: "c1".into(),
+            name: "echo".into(),
+            is_error: false,
+            content: vec![ContentBlock::text("hi")],
+            error: None,
+            meta: None,
+        });
+        assert!(tracker.arguments.is_empty());
+        assert_eq!(tracker.cards().len(), 1);
+        assert!(tracker.cards()[0].result.is_some());
+    }
 }

@@ -5,19 +5,22 @@
 mod support;
 
 use agent_loop::{
-    Agent, AgentDirectory, CardTracker, Message, SessionLog, TurnEndReason, replay_cards,
+    Agent, AgentDirectory, AgentError, AssistantToolCall, CardTracker, Message, SessionEvent,
+    SessionLog, TurnEndReason, replay_cards,
 };
 use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobStatus, JobsConfig, NoticeDelivery,
+    TurnOpener,
 };
-use dsh_tools::{InjectedContext, ToolError, ToolRegistry};
+use dsh_tools::{ContentBlock, InjectedContext, ToolError, ToolRegistry};
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{assert_paired, echo, tool};
+use support::{assert_paired, echo, recorded, tool};
+use tokio_util::sync::CancellationToken;
 
 /// A registry with `echo`, a tool that injects context, and one that fails.
 fn session_registry() -> ToolRegistry {
@@ -169,6 +172,112 @@ async fn resuming_a_log_continues_with_the_same_history() {
 }
 
 #[tokio::test]
+async fn resuming_a_log_cut_mid_turn_answers_the_calls_left_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("session.jsonl");
+    let (agent, _mock, _) = reference_session(&full).await;
+    agent.dispose().await;
+    // Cut after the first result (seq 7): `c2` was called and never answered.
+    let text = std::fs::read_to_string(&full).unwrap();
+    let kept: Vec<&str> = text.lines().take(7).collect();
+    assert!(
+        kept[6].contains(r#""type":"tool/result","callId":"c1""#),
+        "{}",
+        kept[6]
+    );
+    let path = dir.path().join("cut.jsonl");
+    std::fs::write(&path, format!("{}\n", kept.join("\n"))).unwrap();
+
+    let mock = MockAdapter::new([Response::text("Picking up again.")]);
+    let resumed = Agent::builder(session_registry(), Arc::new(mock.clone()))
+        .resume(SessionLog::read(&path).unwrap())
+        .log(&path)
+        .build()
+        .unwrap();
+    resumed.run("Where were we?").await.unwrap();
+    let messages = mock.requests()[0].messages.clone();
+    assert_paired(&messages);
+    let call = |id: &str, name: &str, arguments: &str| AssistantToolCall {
+        call_id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    assert_eq!(
+        messages,
+        vec![
+            Message::user("Please say hello and set a reminder."),
+            Message::Assistant {
+                text: "Let me do two things.".into(),
+                reasoning: Some("Echo, then remind.".into()),
+                tool_calls: vec![
+                    call("c1", "echo", r#"{"text":"hello"}"#),
+                    call("c2", "remind", "{}"),
+                ],
+            },
+            Message::Tool {
+                call_id: "c1".into(),
+                content: vec![ContentBlock::text("hello")],
+                is_error: false,
+            },
+            Message::Tool {
+                call_id: "c2".into(),
+                content: vec![ContentBlock::text(
+                    "Error: the session ended before this call returned"
+                )],
+                is_error: true,
+            },
+            Message::user("Where were we?"),
+        ]
+    );
+    resumed.dispose().await;
+
+    // The continued log resumes again into a paired history: the missing result goes where
+    // the call was made, not after everything the resumed session added.
+    let again = Agent::builder(
+        session_registry(),
+        Arc::new(MockAdapter::new(Vec::<Step>::new())),
+    )
+    .resume(SessionLog::read(&path).unwrap())
+    .build()
+    .unwrap();
+    let history = again.history();
+    assert_paired(&history);
+    assert_eq!(history[..messages.len()], messages[..]);
+    assert_eq!(history.len(), messages.len() + 1);
+}
+
+#[tokio::test]
+async fn a_log_that_cannot_be_opened_fails_the_build_and_leaves_the_session_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir").join("session.jsonl");
+    let registry = ToolRegistry::new();
+    let mock = Arc::new(MockAdapter::new(Vec::<Step>::new()));
+    let error = Agent::builder(registry.clone(), mock.clone())
+        .session_id("s1")
+        .log(&missing)
+        .build()
+        .unwrap_err();
+    let AgentError::Log { path, source } = &error else {
+        panic!("expected a log error, got {error:?}");
+    };
+    assert_eq!(path, &missing);
+    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "cannot open the session log {}: {source}",
+            missing.display()
+        )
+    );
+    // Nothing of the failed agent is left registered under its session id.
+    assert!(registry.existing_agent_scope("s1").is_none());
+    Agent::builder(registry, mock)
+        .session_id("s1")
+        .build()
+        .unwrap();
+}
+
+#[tokio::test]
 async fn context_injected_after_the_last_request_is_pending_after_resume() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session.jsonl");
@@ -203,6 +312,17 @@ async fn context_injected_after_the_last_request_is_pending_after_resume() {
 }
 
 // ----- Jobs ---------------------------------------------------------------------------------
+
+/// A script that calls `spawn` once, then answers with each of `texts`.
+fn spawn_then(texts: &[&str]) -> MockAdapter {
+    let mut steps = vec![Step::from(Response::calls([ScriptedCall::json(
+        "c1",
+        "spawn",
+        json!({}),
+    )]))];
+    steps.extend(texts.iter().map(|text| Step::from(Response::text(*text))));
+    MockAdapter::new(steps)
+}
 
 /// A `spawn` tool that starts a job finishing when `release` is notified.
 fn job_registry(jobs: &JobRuntime, release: &Arc<tokio::sync::Notify>) -> ToolRegistry {
@@ -255,34 +375,32 @@ async fn a_finished_job_wakes_an_idle_agent_for_its_notice() {
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let release = Arc::new(tokio::sync::Notify::new());
     let registry = job_registry(&jobs, &release);
-    let mock = MockAdapter::new([
-        Step::from(Response::calls([ScriptedCall::json(
-            "c1",
-            "spawn",
-            json!({}),
-        )])),
-        Response::text("Started it.").into(),
-        Response::text("The task finished.").into(),
-    ]);
-    let recorder = support::Recorder::default();
-    let sink = recorder.clone();
-    let agent = Agent::builder(registry, Arc::new(mock.clone()))
-        .session_id("s1")
-        .jobs(jobs.clone())
-        .subscriber(move |r| sink.0.lock().unwrap().push(r.clone()))
-        .build()
-        .unwrap();
+    let mock = spawn_then(&["Started it.", "The task finished."]);
+    let (turn_ended, mut turn_ends) = tokio::sync::mpsc::unbounded_channel();
+    let (agent, recorder) = recorded(
+        support::builder(&registry, &mock)
+            .jobs(jobs.clone())
+            .subscriber(move |record| {
+                if let SessionEvent::TurnEnd { .. } = record.event {
+                    let _ = turn_ended.send(record.event.clone());
+                }
+            }),
+    );
     directory.insert(&agent);
     agent.run("start the task").await.unwrap();
     assert_eq!(mock.requests().len(), 2);
+    turn_ends.recv().await.unwrap();
     release.notify_one();
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while mock.requests().len() < 3 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the idle agent was not woken");
+    let woken = tokio::time::timeout(Duration::from_secs(10), turn_ends.recv())
+        .await
+        .expect("the idle agent was not woken");
+    assert_eq!(
+        woken,
+        Some(SessionEvent::TurnEnd {
+            reason: TurnEndReason::Completed,
+            steps: 1
+        })
+    );
     directory.wait_woken().await;
     let woken = &mock.requests()[2];
     let notice = "background job task-1 (task: long task) finished [status: completed, exit code: 0]. Read its output with job_output.";
@@ -307,19 +425,8 @@ async fn disposing_an_agent_cancels_its_jobs() {
     let jobs = JobRuntime::new(JobsConfig::default());
     let release = Arc::new(tokio::sync::Notify::new());
     let registry = job_registry(&jobs, &release);
-    let mock = MockAdapter::new([
-        Step::from(Response::calls([ScriptedCall::json(
-            "c1",
-            "spawn",
-            json!({}),
-        )])),
-        Response::text("Started.").into(),
-    ]);
-    let agent = Agent::builder(registry, Arc::new(mock))
-        .session_id("s1")
-        .jobs(jobs.clone())
-        .build()
-        .unwrap();
+    let mock = spawn_then(&["Started."]);
+    let (agent, recorder) = recorded(support::builder(&registry, &mock).jobs(jobs.clone()));
     agent.run("start").await.unwrap();
     assert_eq!(
         jobs.get("task-1", Some("s1")).unwrap().status,
@@ -329,6 +436,71 @@ async fn disposing_an_agent_cancels_its_jobs() {
     let snapshot = jobs.get("task-1", Some("s1")).unwrap();
     assert_eq!(snapshot.status, JobStatus::Killed);
     assert!(snapshot.reported);
+    // The job killed by the disposal is still recorded.
+    assert_eq!(
+        recorder.of_kind("job/end"),
+        vec![SessionEvent::JobEnd {
+            job_id: "task-1".into(),
+            status: JobStatus::Killed,
+            detail: None,
+        }]
+    );
+}
+
+#[tokio::test]
+async fn dropping_an_agent_undisposed_frees_its_session_and_cancels_its_jobs() {
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let registry = job_registry(&jobs, &release);
+    let mock = spawn_then(&["Started."]);
+    let (agent, _) = recorded(support::builder(&registry, &mock).jobs(jobs.clone()));
+    agent.scope().register(echo()).unwrap();
+    agent.run("start").await.unwrap();
+    assert_eq!(
+        jobs.get("task-1", Some("s1")).unwrap().status,
+        JobStatus::Running
+    );
+    drop(agent);
+    assert!(registry.existing_agent_scope("s1").is_none());
+    assert!(registry.get("echo", Some("s1")).is_none());
+    let again = Agent::builder(registry.clone(), Arc::new(mock.clone()))
+        .session_id("s1")
+        .build();
+    assert!(again.is_ok(), "{again:?}");
+    let settled = jobs
+        .wait(
+            "task-1",
+            Duration::from_secs(10),
+            Some("s1"),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(settled.status, JobStatus::Killed);
+}
+
+#[tokio::test]
+async fn a_notice_arriving_as_a_turn_ends_finds_the_agent_idle() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Response::text("done")]);
+    let (agent, _) = support::agent(&registry, &mock);
+    let directory = AgentDirectory::new();
+    directory.insert(&agent);
+    // `turn/end` is recorded once the turn has decided it is complete: a notice injected from
+    // then on must be able to open a turn. The subscriber asks for one right there, as the
+    // jobs runtime does after injecting a notice.
+    let opened: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let _subscription = agent.subscribe({
+        let (directory, opened, owner) = (directory.clone(), Arc::clone(&opened), agent.handle());
+        move |record| {
+            if let SessionEvent::TurnEnd { .. } = record.event {
+                opened.lock().unwrap().push(directory.open_turn(&owner));
+            }
+        }
+    });
+    agent.run("hi").await.unwrap();
+    directory.wait_woken().await;
+    assert_eq!(*opened.lock().unwrap(), vec![true]);
 }
 
 // ----- The pairing property -----------------------------------------------------------------
@@ -439,6 +611,7 @@ fn run_script(steps: Vec<Vec<CallKind>>) {
         for request in mock.requests() {
             assert_paired(&request.messages);
         }
+        assert_paired(&agent.history());
         *slot.lock().unwrap() = None;
     });
 }

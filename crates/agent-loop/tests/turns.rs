@@ -4,15 +4,20 @@
 
 mod support;
 
-use agent_loop::{AgentError, Message, SessionEvent, TurnEndReason};
-use dsh_tools::{ContentBlock, ContextSource, InjectedContext, ToolRegistry};
+use agent_loop::{Agent, AgentError, Message, SessionEvent, TurnEndReason};
+use dsh_tools::testing::RecordingAgent;
+use dsh_tools::{
+    ContentBlock, ContextSource, FailureCode, InjectedContext, ToolCall, ToolFailure, ToolRegistry,
+    ToolResultRecord,
+};
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{agent, assert_paired, echo, tool};
-use tokio::sync::Barrier;
+use support::{SYSTEM_PROMPT, agent, assert_paired, builder, echo, logging_tool, recorded, tool};
+use tokio::sync::{Barrier, Notify};
+use tokio_util::sync::CancellationToken;
 
 fn tool_messages(messages: &[Message]) -> Vec<(String, String, bool)> {
     messages
@@ -63,51 +68,41 @@ async fn arguments_streamed_byte_by_byte_across_parallel_calls_assemble() {
 async fn safe_calls_overlap_exclusive_calls_are_barriers_and_results_keep_call_order() {
     let registry = ToolRegistry::new();
     let barrier = Arc::new(Barrier::new(2));
+    let b_ended = Arc::new(Notify::new());
     let log = Arc::new(Mutex::new(Vec::<String>::new()));
     {
-        let (barrier, log) = (Arc::clone(&barrier), Arc::clone(&log));
+        let (barrier, b_ended, log) =
+            (Arc::clone(&barrier), Arc::clone(&b_ended), Arc::clone(&log));
         registry
             .register(tool("meet", true, move |args, _| {
-                let (barrier, log) = (Arc::clone(&barrier), Arc::clone(&log));
+                let (barrier, b_ended, log) =
+                    (Arc::clone(&barrier), Arc::clone(&b_ended), Arc::clone(&log));
                 async move {
                     let me = args["id"].as_str().unwrap().to_owned();
                     log.lock().unwrap().push(format!("start {me}"));
                     // Both calls must be running at once to get past this point.
                     barrier.wait().await;
-                    // The first call finishes last.
+                    // The first call finishes last: it waits for the second to end.
                     if me == "a" {
-                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        b_ended.notified().await;
                     }
                     log.lock().unwrap().push(format!("end {me}"));
+                    if me == "b" {
+                        b_ended.notify_one();
+                    }
                     Ok(json!(me))
                 }
             }))
             .unwrap();
     }
-    {
-        let log = Arc::clone(&log);
-        registry
-            .register(tool("solo", true, move |_, _| {
-                let log = Arc::clone(&log);
-                async move {
-                    log.lock().unwrap().push("solo".into());
-                    Ok(json!("solo"))
-                }
-            }))
-            .unwrap();
-    }
-    {
-        let log = Arc::clone(&log);
-        registry
-            .register(tool("write", false, move |args, _| {
-                let log = Arc::clone(&log);
-                async move {
-                    log.lock().unwrap().push(format!("write {}", args["n"]));
-                    Ok(json!("written"))
-                }
-            }))
-            .unwrap();
-    }
+    registry
+        .register(logging_tool("solo", true, &log, |_| "solo".into()))
+        .unwrap();
+    registry
+        .register(logging_tool("write", false, &log, |args| {
+            format!("write {}", args["n"])
+        }))
+        .unwrap();
     let mock = MockAdapter::new([
         Step::from(Response::calls([
             ScriptedCall::json("c1", "meet", json!({"id": "a"})),
@@ -228,21 +223,59 @@ async fn cancelling_mid_tool_ends_cancelled_and_keeps_every_call_paired() {
             steps: 1
         }]
     );
+    // The call that ran finished; the one running was aborted; the one after it never
+    // started.
+    let failure =
+        |call_id: &str, name: &str, code: FailureCode, message: &str| SessionEvent::ToolResult {
+            call_id: call_id.into(),
+            name: name.into(),
+            is_error: true,
+            content: vec![ContentBlock::text(format!("Error: {message}"))],
+            error: Some(ToolFailure {
+                message: message.into(),
+                code,
+            }),
+            meta: None,
+        };
+    assert_eq!(
+        recorder.of_kind("tool/result"),
+        vec![
+            SessionEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "echo".into(),
+                is_error: false,
+                content: vec![ContentBlock::text("before")],
+                error: None,
+                meta: None,
+            },
+            failure("c2", "slow", FailureCode::Aborted, ABORTED),
+            failure(
+                "c3",
+                "echo",
+                FailureCode::AbortedBeforeDispatch,
+                ABORTED_BEFORE_DISPATCH
+            ),
+        ]
+    );
     agent.run("again").await.unwrap();
     let next = &mock.requests()[1].messages;
     assert_paired(next);
-    let results = tool_messages(next);
-    assert_eq!(results.len(), 3);
-    assert_eq!(results[0], ("c1".into(), "before".into(), false));
-    assert_eq!(results[1].0, "c2");
-    assert!(results[1].2, "a cancelled call is an error result");
-    assert_eq!(results[2].0, "c3");
-    assert!(
-        results[2].1.contains("cancelled before it started"),
-        "{:?}",
-        results[2]
+    assert_eq!(
+        tool_messages(next),
+        vec![
+            ("c1".into(), "before".into(), false),
+            ("c2".into(), format!("Error: {ABORTED}"), true),
+            (
+                "c3".into(),
+                format!("Error: {ABORTED_BEFORE_DISPATCH}"),
+                true
+            ),
+        ]
     );
 }
+
+const ABORTED: &str = "the call was cancelled while it ran";
+const ABORTED_BEFORE_DISPATCH: &str = "the call was cancelled before it started";
 
 #[tokio::test]
 async fn malformed_arguments_and_unknown_tools_become_error_results() {
@@ -297,13 +330,7 @@ async fn a_looping_script_ends_at_max_steps() {
             json!({"text": "again"}),
         )]))
     });
-    let recorder = support::Recorder::default();
-    let sink = recorder.clone();
-    let agent = agent_loop::Agent::builder(registry.clone(), Arc::new(mock.clone()))
-        .max_steps(3)
-        .subscriber(move |r| sink.0.lock().unwrap().push(r.clone()))
-        .build()
-        .unwrap();
+    let (agent, recorder) = recorded(builder(&registry, &mock).max_steps(3));
     let outcome = agent.run("loop").await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     assert_eq!(outcome.steps, 3);
@@ -315,6 +342,10 @@ async fn a_looping_script_ends_at_max_steps() {
             steps: 3
         }]
     );
+    // The last step's calls ran and were answered before the limit ended the turn.
+    let history = agent.history();
+    assert_eq!(tool_messages(&history).len(), 3);
+    assert_paired(&history);
 }
 
 #[tokio::test]
@@ -407,9 +438,23 @@ async fn a_second_turn_while_one_runs_is_refused() {
     );
 }
 
+/// Runs the global `ping` tool as the agent of session `s1` would, outside any turn.
+async fn ping_as_s1(registry: &ToolRegistry) -> ToolResultRecord {
+    registry
+        .execute(
+            ToolCall::new("p1", "ping", json!({}), CancellationToken::new())
+                .with_agent(RecordingAgent::new("s1")),
+        )
+        .await
+        .record()
+}
+
 #[tokio::test]
 async fn disposal_cancels_the_turn_and_removes_scoped_tools_and_hooks() {
     let registry = ToolRegistry::new();
+    registry
+        .register(tool("ping", false, |_, _| async { Ok(json!("pong")) }))
+        .unwrap();
     let mock = MockAdapter::new([Step::Hang]);
     let (agent, recorder) = agent(&registry, &mock);
     agent.scope().register(echo()).unwrap();
@@ -417,7 +462,26 @@ async fn disposal_cancels_the_turn_and_removes_scoped_tools_and_hooks() {
         .scope()
         .guard(|_| Some("scoped guard".into()))
         .unwrap();
-    assert_eq!(registry.schemas(Some("s1")).len(), 1);
+    let names = |session| -> Vec<String> {
+        registry
+            .schemas(session)
+            .into_iter()
+            .map(|schema| schema.name)
+            .collect()
+    };
+    assert_eq!(names(Some("s1")), vec!["echo", "ping"]);
+    assert_eq!(
+        ping_as_s1(&registry).await,
+        ToolResultRecord {
+            content: vec![ContentBlock::text("Error: scoped guard")],
+            is_error: true,
+            error: Some(ToolFailure {
+                message: "scoped guard".into(),
+                code: FailureCode::Denied,
+            }),
+            meta: None,
+        }
+    );
     let running = {
         let agent = agent.clone();
         tokio::spawn(async move { agent.run("go").await })
@@ -430,8 +494,290 @@ async fn disposal_cancels_the_turn_and_removes_scoped_tools_and_hooks() {
         running.await.unwrap().unwrap().reason,
         TurnEndReason::Cancelled
     );
-    assert!(registry.schemas(Some("s1")).is_empty());
+    // The scoped tool, the guard and the scope itself are gone.
+    assert_eq!(names(Some("s1")), names(None));
     assert!(registry.existing_agent_scope("s1").is_none());
-    assert_eq!(recorder.turn_ends().len(), 1);
-    let _ = ContentBlock::text("");
+    assert_eq!(
+        ping_as_s1(&registry).await,
+        ToolResultRecord {
+            content: vec![ContentBlock::text("pong")],
+            is_error: false,
+            error: None,
+            meta: None,
+        }
+    );
+    assert_eq!(
+        recorder.turn_ends(),
+        vec![SessionEvent::TurnEnd {
+            reason: TurnEndReason::Cancelled,
+            steps: 1
+        }]
+    );
+}
+
+#[tokio::test]
+async fn requests_carry_the_system_prompt_and_the_tools_the_agent_sees_at_each_step() {
+    let registry = ToolRegistry::new();
+    registry.register(echo()).unwrap();
+    let mock = MockAdapter::new([Response::text("one"), Response::text("two")]);
+    let (agent, recorder) = agent(&registry, &mock);
+    let note = agent
+        .scope()
+        .register(tool("note", false, |_, _| async { Ok(json!("noted")) }))
+        .unwrap();
+    agent.run("one").await.unwrap();
+    let with_note = registry.schemas(Some("s1"));
+    note.dispose();
+    agent.run("two").await.unwrap();
+    let without_note = registry.schemas(Some("s1"));
+    let names = |schemas: &[dsh_tools::ToolSchema]| -> Vec<String> {
+        schemas.iter().map(|s| s.name.clone()).collect()
+    };
+    assert_eq!(names(&with_note), vec!["echo", "note"]);
+    assert_eq!(names(&without_note), vec!["echo"]);
+    let requests = mock.requests();
+    let sent: Vec<(String, Vec<dsh_tools::ToolSchema>)> = requests
+        .iter()
+        .map(|r| (r.system.clone(), r.tools.clone()))
+        .collect();
+    assert_eq!(
+        sent,
+        vec![
+            (SYSTEM_PROMPT.to_owned(), with_note.clone()),
+            (SYSTEM_PROMPT.to_owned(), without_note.clone()),
+        ]
+    );
+    assert_eq!(
+        recorder.of_kind("model/request"),
+        vec![
+            SessionEvent::ModelRequest {
+                step: 1,
+                tools: names(&with_note),
+                injected: vec![],
+            },
+            SessionEvent::ModelRequest {
+                step: 1,
+                tools: names(&without_note),
+                injected: vec![],
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn context_arriving_while_the_model_answers_gets_one_more_step() {
+    let registry = ToolRegistry::new();
+    let handle: Arc<Mutex<Option<dsh_tools::AgentRef>>> = Arc::default();
+    let notice = InjectedContext::from_plugin("bash", "background job bash-1 finished");
+    let mock = MockAdapter::with_function({
+        let (handle, notice) = (Arc::clone(&handle), notice.clone());
+        move |request| {
+            if request.step == 1 {
+                // The notice lands after the request was assembled, while the model answers.
+                let agent = handle.lock().unwrap().clone().unwrap();
+                agent.inject(notice.clone()).unwrap();
+                Response::text("Nothing more to do.").into()
+            } else {
+                Response::text("The job finished.").into()
+            }
+        }
+    });
+    let (agent, recorder) = agent(&registry, &mock);
+    *handle.lock().unwrap() = Some(agent.handle());
+    let outcome = agent.run("go").await.unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.steps, outcome.text.as_str()),
+        (TurnEndReason::Completed, 2, "The job finished.")
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].messages.last(), Some(&Message::from(&notice)));
+    assert_eq!(
+        recorder.turn_ends(),
+        vec![SessionEvent::TurnEnd {
+            reason: TurnEndReason::Completed,
+            steps: 2
+        }]
+    );
+}
+
+/// The ids of every tool call in `history`, in order.
+fn call_ids(history: &[Message]) -> Vec<String> {
+    history
+        .iter()
+        .flat_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => {
+                tool_calls.iter().map(|c| c.call_id.clone()).collect()
+            }
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn calls_streamed_without_an_id_get_ids_unique_in_the_session_even_after_resume() {
+    let registry = ToolRegistry::new();
+    registry.register(echo()).unwrap();
+    let unnamed = |texts: &[&str]| -> Step {
+        Response::calls(
+            texts
+                .iter()
+                .map(|t| ScriptedCall::json("", "echo", json!({ "text": t }))),
+        )
+        .into()
+    };
+    let mock = MockAdapter::new([
+        unnamed(&["a", "b"]),
+        Response::text("one").into(),
+        unnamed(&["c"]),
+        Response::text("two").into(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.jsonl");
+    let (agent, _) = recorded(builder(&registry, &mock).log(&path));
+    agent.run("one").await.unwrap();
+    agent.run("two").await.unwrap();
+    mock.assert_exhausted();
+    let history = agent.history();
+    assert_paired(&history);
+    assert_eq!(
+        call_ids(&history),
+        vec!["call-auto-1", "call-auto-2", "call-auto-3"]
+    );
+    agent.dispose().await;
+
+    let mock = MockAdapter::new([unnamed(&["d"]), Response::text("three").into()]);
+    let resumed = Agent::builder(registry, Arc::new(mock.clone()))
+        .resume(agent_loop::SessionLog::read(&path).unwrap())
+        .build()
+        .unwrap();
+    resumed.run("three").await.unwrap();
+    assert_eq!(
+        call_ids(&resumed.history()),
+        vec!["call-auto-1", "call-auto-2", "call-auto-3", "call-auto-4"]
+    );
+}
+
+#[tokio::test]
+async fn at_most_max_parallel_tools_safe_calls_run_at_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let registry = ToolRegistry::new();
+    let started = Arc::new(AtomicUsize::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    // Every call holds until the test opens the gate.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    {
+        let (started, running, peak, gate) = (
+            Arc::clone(&started),
+            Arc::clone(&running),
+            Arc::clone(&peak),
+            Arc::clone(&gate),
+        );
+        registry
+            .register(tool("held", true, move |_, _| {
+                let (started, running, peak, gate) = (
+                    Arc::clone(&started),
+                    Arc::clone(&running),
+                    Arc::clone(&peak),
+                    Arc::clone(&gate),
+                );
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    gate.acquire().await.unwrap().forget();
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    Ok(json!("released"))
+                }
+            }))
+            .unwrap();
+    }
+    let mock = MockAdapter::new([
+        Step::from(Response::calls(
+            (1..=4).map(|i| ScriptedCall::json(format!("c{i}"), "held", json!({}))),
+        )),
+        Response::text("done").into(),
+    ]);
+    let (agent, _) = recorded(builder(&registry, &mock).max_parallel_tools(2));
+    let run = tokio::spawn({
+        let agent = agent.clone();
+        async move { agent.run("go").await }
+    });
+    // On this single-threaded runtime the loop's task starts every call it admits in one poll
+    // before this task runs again, so the count seen here is all that were let in.
+    while started.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    gate.add_permits(4);
+    let outcome = run.await.unwrap().unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    assert_eq!(
+        (started.load(Ordering::SeqCst), peak.load(Ordering::SeqCst)),
+        (4, 2)
+    );
+}
+
+#[tokio::test]
+async fn deferred_contexts_follow_the_results_in_call_order() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(tool("later", true, |args, exec| async move {
+            let text = args["text"].as_str().unwrap_or_default().to_owned();
+            exec.defer_context(InjectedContext::from_plugin(
+                "notes",
+                format!("after {text}"),
+            ));
+            Ok(json!(text))
+        }))
+        .unwrap();
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([
+            ScriptedCall::json("c1", "later", json!({"text": "one"})),
+            ScriptedCall::json("c2", "later", json!({"text": "two"})),
+        ])),
+        Response::text("done").into(),
+    ]);
+    let (agent, recorder) = agent(&registry, &mock);
+    agent.run("go").await.unwrap();
+    let after = |text: &str| InjectedContext::from_plugin("notes", format!("after {text}"));
+    let recorded: Vec<SessionEvent> = recorder
+        .events()
+        .into_iter()
+        .map(|r| r.event)
+        .skip_while(|e| e.kind() != "tool/result")
+        .take(5)
+        .collect();
+    let result = |call_id: &str, text: &str| SessionEvent::ToolResult {
+        call_id: call_id.into(),
+        name: "later".into(),
+        is_error: false,
+        content: vec![ContentBlock::text(text)],
+        error: None,
+        meta: None,
+    };
+    let inject = |text: &str| SessionEvent::ContextInject {
+        source: ContextSource::plugin("notes"),
+        content: format!("after {text}"),
+    };
+    assert_eq!(
+        recorded,
+        vec![
+            result("c1", "one"),
+            result("c2", "two"),
+            inject("one"),
+            inject("two"),
+            SessionEvent::ModelRequest {
+                step: 2,
+                tools: vec!["later".into()],
+                injected: vec![after("one"), after("two")],
+            },
+        ]
+    );
+    let messages = &mock.requests()[1].messages;
+    assert_eq!(
+        messages[messages.len() - 2..],
+        [Message::from(&after("one")), Message::from(&after("two"))]
+    );
 }

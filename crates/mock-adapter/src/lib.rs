@@ -265,18 +265,26 @@ impl MockAdapter {
         mock
     }
 
-    /// Loads a JSON script (the `dsh-agent run --script` format).
+    /// Loads a JSON script (the `dsh-agent run --script` format). A step is `{ "error": … }`
+    /// alone, or a response with `text` and/or `toolCalls`, optional `reasoning` and an
+    /// optional `delayMs`.
     pub fn from_json(text: &str) -> Result<MockAdapter, ScriptError> {
         let file: ScriptFile = dsh_tools::json::from_str(text)?;
         let mut steps = Vec::with_capacity(file.steps.len());
         for (i, step) in file.steps.into_iter().enumerate() {
             let n = i + 1;
             if let Some(message) = step.error {
-                if step.text.is_some() || !step.tool_calls.is_empty() {
+                // An error step fails the request at once: anything else on it would be
+                // silently ignored, so it is refused instead.
+                if step.text.is_some()
+                    || step.reasoning.is_some()
+                    || !step.tool_calls.is_empty()
+                    || step.delay_ms.is_some()
+                {
                     return Err(ScriptError::Step {
                         step: n,
                         message: String::from(
-                            "an `error` step cannot also have text or tool calls",
+                            "an `error` step cannot also have text, reasoning, tool calls or a delay",
                         ),
                     });
                 }
@@ -535,5 +543,23 @@ mod tests {
         );
         let err = MockAdapter::from_json("{\"stepz\": []}").unwrap_err();
         assert!(err.to_string().contains("unknown field `stepz`"), "{err}");
+    }
+
+    #[test]
+    fn an_error_step_carries_nothing_else() {
+        let refused = "invalid script: step 2: an `error` step cannot also have text, reasoning, tool calls or a delay";
+        for extra in [
+            r#""text": "hi""#,
+            r#""reasoning": "hmm""#,
+            r#""toolCalls": [ { "id": "c1", "name": "t" } ]"#,
+            r#""delayMs": 10"#,
+        ] {
+            let script =
+                format!(r#"{{ "steps": [ {{ "text": "ok" }}, {{ "error": "boom", {extra} }} ] }}"#);
+            let err = MockAdapter::from_json(&script).unwrap_err();
+            assert_eq!(err.to_string(), refused, "{extra}");
+        }
+        let mock = MockAdapter::from_json(r#"{ "steps": [ { "error": "boom" } ] }"#).unwrap();
+        assert_eq!(mock.lock().steps, [Step::Error("boom".into())]);
     }
 }

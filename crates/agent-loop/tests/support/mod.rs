@@ -2,7 +2,7 @@
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use agent_loop::{Agent, EventRecord, Message, SessionEvent};
+use agent_loop::{Agent, AgentBuilder, EventRecord, Message, SessionEvent};
 use dsh_tools::{ContentBlock, ExecContext, ToolDefinition, ToolOutput, ToolRegistry, ValueSchema};
 use mock_adapter::MockAdapter;
 use serde_json::{Value, json};
@@ -14,6 +14,12 @@ use std::sync::{Arc, Mutex};
 pub struct Recorder(pub Arc<Mutex<Vec<EventRecord>>>);
 
 impl Recorder {
+    /// A subscriber that records into this recorder.
+    pub fn sink(&self) -> impl Fn(&EventRecord) + Send + Sync + 'static {
+        let sink = self.clone();
+        move |record| sink.0.lock().unwrap().push(record.clone())
+    }
+
     pub fn events(&self) -> Vec<EventRecord> {
         self.0.lock().unwrap().clone()
     }
@@ -22,27 +28,58 @@ impl Recorder {
         self.events().iter().map(|r| r.event.kind()).collect()
     }
 
-    pub fn turn_ends(&self) -> Vec<SessionEvent> {
+    /// The events of one wire `type`, in order.
+    pub fn of_kind(&self, kind: &str) -> Vec<SessionEvent> {
         self.events()
             .into_iter()
-            .filter(|r| matches!(r.event, SessionEvent::TurnEnd { .. }))
+            .filter(|r| r.event.kind() == kind)
             .map(|r| r.event)
             .collect()
     }
+
+    pub fn turn_ends(&self) -> Vec<SessionEvent> {
+        self.of_kind("turn/end")
+    }
 }
 
-/// An agent over `registry` and `mock`, recording its events.
-pub fn agent(registry: &ToolRegistry, mock: &MockAdapter) -> (Agent, Recorder) {
+/// Builds the agent `builder` describes, recording its events.
+pub fn recorded(builder: AgentBuilder) -> (Agent, Recorder) {
     let recorder = Recorder::default();
-    let sink = recorder.clone();
-    let agent = Agent::builder(registry.clone(), Arc::new(mock.clone()))
+    let agent = builder.subscriber(recorder.sink()).build().unwrap();
+    (agent, recorder)
+}
+
+/// The builder of the usual test agent: session `s1` in `/work`, with a system prompt.
+pub fn builder(registry: &ToolRegistry, mock: &MockAdapter) -> AgentBuilder {
+    Agent::builder(registry.clone(), Arc::new(mock.clone()))
         .session_id("s1")
         .cwd("/work")
-        .system_prompt("You are a test agent.")
-        .subscriber(move |record| sink.0.lock().unwrap().push(record.clone()))
-        .build()
-        .unwrap();
-    (agent, recorder)
+        .system_prompt(SYSTEM_PROMPT)
+}
+
+pub const SYSTEM_PROMPT: &str = "You are a test agent.";
+
+/// The usual test agent over `registry` and `mock`, recording its events.
+pub fn agent(registry: &ToolRegistry, mock: &MockAdapter) -> (Agent, Recorder) {
+    recorded(builder(registry, mock))
+}
+
+/// A tool that appends `entry(args)` to `log` and returns `"done"`.
+pub fn logging_tool(
+    name: &str,
+    safe: bool,
+    log: &Arc<Mutex<Vec<String>>>,
+    entry: impl Fn(&Value) -> String + Send + Sync + 'static,
+) -> ToolDefinition {
+    let log = Arc::clone(log);
+    let entry = Arc::new(entry);
+    tool(name, safe, move |args, _| {
+        let (log, entry) = (Arc::clone(&log), Arc::clone(&entry));
+        async move {
+            log.lock().unwrap().push(entry(&args));
+            Ok(json!("done"))
+        }
+    })
 }
 
 /// A raw tool whose body is `body(args, exec)`, returning any JSON, optionally
