@@ -21,8 +21,8 @@ use agent_loop::{
 };
 use anyhow::{Context, Result};
 use cli::{Command, RunOptions, USAGE};
-use dsh_tools::ToolRegistry;
 use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
+use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
 use render::Style;
 use std::io::Read;
@@ -86,22 +86,18 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Help => Ok(()),
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
-            let schemas: Vec<serde_json::Value> = registry
-                .visible(None)
-                .iter()
-                .map(|tool| {
-                    let parameters = if strict {
-                        tool.parameters().to_strict_json()
-                    } else {
-                        tool.schema().parameters
-                    };
-                    serde_json::json!({
-                        "name": tool.name(),
-                        "description": tool.description(),
-                        "parameters": parameters,
+            let schemas: Vec<ToolSchema> = if strict {
+                registry
+                    .visible(None)
+                    .iter()
+                    .map(|tool| ToolSchema {
+                        parameters: tool.parameters().to_strict_json(),
+                        ..tool.schema()
                     })
-                })
-                .collect();
+                    .collect()
+            } else {
+                registry.schemas(None)
+            };
             let text = serde_json::to_string_pretty(&schemas).context("serialising the schemas")?;
             println!("{text}");
             Ok(())
@@ -182,19 +178,17 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
         ));
     }
     let style = Style::detect();
-    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {
         let registry = registry.clone();
         let json = options.json;
-        let errors = Arc::clone(&errors);
+        let ending = Arc::clone(&ending);
         let tracker = Mutex::new(CardTracker::new(registry, None));
         move |record: &EventRecord| {
-            if let SessionEvent::Error { message, .. } = &record.event {
-                errors
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(message.clone());
-            }
+            ending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .observe(&record.event);
             if json {
                 println!("{}", record.to_json_line());
                 return;
@@ -230,6 +224,71 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::new(1, e.to_string()))?;
     // Background work may still be running; its notices open turns of their own.
+    if let Some(id) = settle_background(&agent, &directory, &jobs, JOB_WAIT).await {
+        eprintln!(
+            "dsh-agent: job {id} still runs after {}s; stopping it",
+            JOB_WAIT.as_secs()
+        );
+    }
+    directory.wait_woken().await;
+    agent.wait_idle().await;
+    // Disposing the agent kills the jobs it still owns.
+    agent.dispose().await;
+    jobs.teardown().await;
+    let ending = std::mem::take(&mut *ending.lock().unwrap_or_else(|e| e.into_inner()));
+    ending.verdict(first.reason)?;
+    // A script with steps left over did not play out as written.
+    model
+        .check_exhausted()
+        .map_err(|e| Failure::new(1, e.to_string()))
+}
+
+/// How the session ended, as its events tell: the last turn's reason (woken turns included)
+/// and the last model error.
+#[derive(Debug, Default)]
+struct SessionEnding {
+    last_reason: Option<TurnEndReason>,
+    model_error: Option<String>,
+}
+
+impl SessionEnding {
+    fn observe(&mut self, event: &SessionEvent) {
+        match event {
+            SessionEvent::TurnEnd { reason, .. } => self.last_reason = Some(*reason),
+            SessionEvent::Error { message, .. } => self.model_error = Some(message.clone()),
+            _ => {}
+        }
+    }
+
+    /// The exit verdict. A model error in any turn fails the run (a script that ran out must
+    /// not look like a success); otherwise the last turn decides. `first` stands in when no
+    /// `turn/end` was seen.
+    fn verdict(self, first: TurnEndReason) -> Result<(), Failure> {
+        if let Some(message) = self.model_error {
+            return Err(Failure::new(1, message));
+        }
+        match self.last_reason.unwrap_or(first) {
+            TurnEndReason::Completed | TurnEndReason::Concluded => Ok(()),
+            TurnEndReason::MaxSteps => Err(Failure::new(3, "the turn stopped at the step limit")),
+            TurnEndReason::Cancelled => Err(Failure::new(130, "the turn was cancelled")),
+            TurnEndReason::Error => Err(Failure::new(1, "the model failed")),
+            other => Err(Failure::new(
+                1,
+                format!("the turn ended: {}", other.as_str()),
+            )),
+        }
+    }
+}
+
+/// Waits until the agent is idle, every turn a job notice opened has finished, and none of the
+/// agent's jobs still runs. Returns the first job still running after `limit`, which the
+/// caller stops (disposing the agent kills it) instead of waiting on.
+async fn settle_background(
+    agent: &Agent,
+    directory: &AgentDirectory,
+    jobs: &JobRuntime,
+    limit: Duration,
+) -> Option<String> {
     loop {
         agent.wait_idle().await;
         directory.wait_woken().await;
@@ -240,46 +299,17 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             .map(|job| job.id.to_string())
             .collect();
         if running.is_empty() {
-            break;
+            return None;
         }
         for id in running {
             // `settled`, not `wait`: the host waiting must not take the notice from the model.
+            // It returns once the notice went out and its wake-up, if any, was registered with
+            // the directory, so the next `wait_woken` sees that turn.
             let settled = jobs.settled(&id, Some(agent.session_id()));
-            if tokio::time::timeout(JOB_WAIT, settled).await.is_err() {
-                eprintln!(
-                    "dsh-agent: job {id} still runs after {}s; stopping it",
-                    JOB_WAIT.as_secs()
-                );
-                break;
+            if tokio::time::timeout(limit, settled).await.is_err() {
+                return Some(id);
             }
         }
-        // Give the notice's wake-up a moment to open its turn.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    directory.wait_woken().await;
-    agent.wait_idle().await;
-    agent.dispose().await;
-    jobs.teardown().await;
-    // A model error in any turn (a woken one included) fails the run: a script that ran out
-    // must not look like a success.
-    let model_error = errors
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .last()
-        .cloned();
-    let last = if model_error.is_some() {
-        TurnEndReason::Error
-    } else {
-        first.reason
-    };
-    match last {
-        TurnEndReason::Completed | TurnEndReason::Concluded => Ok(()),
-        TurnEndReason::MaxSteps => Err(Failure::new(3, "the turn stopped at the step limit")),
-        TurnEndReason::Cancelled => Err(Failure::new(130, "the turn was cancelled")),
-        TurnEndReason::Error => Err(Failure::new(
-            1,
-            model_error.unwrap_or_else(|| String::from("the model failed")),
-        )),
     }
 }
 
@@ -306,4 +336,92 @@ fn replay(path: &str, json: bool) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::jobs::{JobEnd, JobHooks, JobOutcome, JobStart, JobStatus};
+
+    #[tokio::test]
+    async fn a_job_outliving_the_wait_is_named_and_stopped() {
+        let (registry, jobs) = registry(true);
+        let _controller = jobs.attach_controller();
+        let agent = Agent::builder(
+            registry,
+            Arc::new(MockAdapter::new(Vec::<mock_adapter::Step>::new())),
+        )
+        .jobs(jobs.clone())
+        .build()
+        .unwrap();
+        let directory = AgentDirectory::new();
+        directory.insert(&agent);
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let on_cancel = Arc::clone(&stop);
+        let id = jobs
+            .start(
+                JobStart::new("task", "never ends", move || {
+                    Ok(JobHooks::new(move |_| on_cancel.notify_one(), async move {
+                        stop.notified().await;
+                        Ok(JobOutcome::new(JobEnd::Killed))
+                    }))
+                })
+                .owner(agent.handle()),
+            )
+            .unwrap();
+        let outlived = tokio::time::timeout(
+            Duration::from_secs(10),
+            settle_background(&agent, &directory, &jobs, Duration::from_millis(50)),
+        )
+        .await
+        .expect("the wait for background jobs never gave up");
+        assert_eq!(outlived, Some(id.to_string()));
+        agent.dispose().await;
+        assert_eq!(
+            jobs.get(id.as_str(), Some(agent.session_id()))
+                .unwrap()
+                .status,
+            JobStatus::Killed
+        );
+    }
+
+    #[test]
+    fn the_last_turn_decides_unless_a_model_error_came_first() {
+        let end = |reason| SessionEvent::TurnEnd { reason, steps: 1 };
+        let verdict = |events: &[SessionEvent]| {
+            let mut ending = SessionEnding::default();
+            for event in events {
+                ending.observe(event);
+            }
+            ending
+                .verdict(TurnEndReason::Completed)
+                .map_err(|f| (f.status, f.message))
+        };
+        let error = SessionEvent::Error {
+            message: "script exhausted at request 3".into(),
+            code: Some("MODEL_ERROR".into()),
+        };
+        for (events, expected) in [
+            (vec![], Ok(())),
+            (vec![end(TurnEndReason::Completed)], Ok(())),
+            (
+                vec![end(TurnEndReason::Completed), end(TurnEndReason::MaxSteps)],
+                Err((3, String::from("the turn stopped at the step limit"))),
+            ),
+            (
+                vec![end(TurnEndReason::Cancelled), end(TurnEndReason::Concluded)],
+                Ok(()),
+            ),
+            (
+                vec![
+                    error.clone(),
+                    end(TurnEndReason::Error),
+                    end(TurnEndReason::Completed),
+                ],
+                Err((1, String::from("script exhausted at request 3"))),
+            ),
+        ] {
+            assert_eq!(verdict(&events), expected, "{events:?}");
+        }
+    }
 }

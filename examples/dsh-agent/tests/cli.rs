@@ -137,23 +137,62 @@ fn a_logged_session_replays_one_card_per_tool_call() {
     assert_eq!(cards[1]["result"]["exitCode"], 2);
 }
 
+/// Runs `dsh-agent <args>` twice: the output must be byte-identical, closed objects, and name
+/// the tools in order with the required parameters of each.
+fn check_schemas(args: &[&str], expected: &[(&str, &[&str])]) {
+    let first = dsh_agent(args, None);
+    let second = dsh_agent(args, None);
+    assert!(first.status.success(), "{args:?}: {}", stderr(&first));
+    assert_eq!(first.stdout, second.stdout, "{args:?}");
+    let schemas: Vec<serde_json::Value> = serde_json::from_slice(&first.stdout).unwrap();
+    let seen: Vec<(&str, Vec<&str>)> = schemas
+        .iter()
+        .map(|schema| {
+            let parameters = &schema["parameters"];
+            assert_eq!(parameters["additionalProperties"], false, "{args:?}");
+            let required = parameters["required"]
+                .as_array()
+                .map(|keys| keys.iter().map(|k| k.as_str().unwrap()).collect())
+                .unwrap_or_default();
+            (schema["name"].as_str().unwrap(), required)
+        })
+        .collect();
+    let expected: Vec<(&str, Vec<&str>)> = expected
+        .iter()
+        .map(|(name, keys)| (*name, keys.to_vec()))
+        .collect();
+    assert_eq!(seen, expected, "{args:?}");
+}
+
 #[test]
 fn schemas_are_byte_identical_across_runs() {
-    let first = dsh_agent(&["schemas"], None);
-    let second = dsh_agent(&["schemas"], None);
-    assert!(first.status.success());
-    assert_eq!(first.stdout, second.stdout);
-    let schemas: Vec<serde_json::Value> = serde_json::from_slice(&first.stdout).unwrap();
-    let names: Vec<&str> = schemas
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, vec!["bash", "job_kill", "job_list", "job_output"]);
-    let strict: Vec<serde_json::Value> =
-        serde_json::from_slice(&dsh_agent(&["schemas", "--strict"], None).stdout).unwrap();
-    let bash = &strict[0]["parameters"];
-    assert_eq!(bash["additionalProperties"], false);
-    assert_eq!(bash["required"].as_array().unwrap().len(), 5);
+    check_schemas(
+        &["schemas"],
+        &[
+            ("bash", &["command", "description"]),
+            ("job_kill", &["job_id"]),
+            ("job_list", &[]),
+            ("job_output", &["job_id"]),
+        ],
+    );
+    check_schemas(
+        &["schemas", "--strict"],
+        &[
+            (
+                "bash",
+                &[
+                    "command",
+                    "description",
+                    "timeout_ms",
+                    "workdir",
+                    "run_in_background",
+                ],
+            ),
+            ("job_kill", &["job_id"]),
+            ("job_list", &[]),
+            ("job_output", &["job_id", "wait", "timeout_ms"]),
+        ],
+    );
 }
 
 fn write_script(dir: &Path, text: &str) -> PathBuf {
@@ -210,6 +249,19 @@ fn a_script_that_runs_out_fails_naming_the_request() {
     assert_eq!(
         stderr(&output).trim(),
         "dsh-agent: script exhausted at request 2"
+    );
+}
+
+#[test]
+fn a_script_with_steps_left_over_fails_naming_them() {
+    let output = dsh_agent(
+        &["run", "--script", "-"],
+        Some(r#"{ "steps": [ { "text": "Done." }, { "text": "Never asked for." } ] }"#),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output).trim(),
+        "dsh-agent: the script has 1 unused step(s) after 1 request(s)"
     );
 }
 

@@ -19,9 +19,12 @@ use std::sync::Arc;
 struct EchoArgs {
     /// The text to send back.
     text: String,
-    /// How many times to repeat it (default 1).
+    /// How many times to repeat it, from 1 to 100 (default 1).
     times: Option<u32>,
 }
+
+/// The most repetitions one call may ask for: the reply is built in memory.
+const MAX_TIMES: u32 = 100;
 
 /// The canonical value: a programmatic result, not prose.
 #[derive(Serialize, JsonSchema)]
@@ -45,9 +48,12 @@ impl Tool for Echo {
 
     async fn execute(&self, args: EchoArgs, _exec: ExecContext) -> Result<Echoed, ToolError> {
         let times = args.times.unwrap_or(1);
-        if times == 0 {
-            // A rule the schema cannot express: checked by hand, reported as INVALID_ARGS.
-            return Err(ToolError::invalid_args("times must be at least 1"));
+        if !(1..=MAX_TIMES).contains(&times) {
+            // A range the schema subset cannot express: checked by hand, reported as
+            // INVALID_ARGS, the message starting with the field's pointer.
+            return Err(ToolError::invalid_args(format!(
+                "/times: must be from 1 to {MAX_TIMES}"
+            )));
         }
         Ok(Echoed {
             text: vec![args.text; times as usize].join(" "),
@@ -119,4 +125,60 @@ async fn main() -> anyhow::Result<()> {
     agent.run("Echo hello twice, then bye zero times.").await?;
     model.check_exhausted()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::{FailureCode, ToolFailure};
+    use std::sync::Mutex;
+
+    /// Calls `echo` once per argument object through the agent loop; returns each call's
+    /// error, or `None` when it succeeded.
+    async fn failures(calls: &[Value]) -> Vec<Option<ToolFailure>> {
+        let registry = ToolRegistry::new();
+        registry.register_tool(Echo).unwrap();
+        let model = MockAdapter::new([
+            Step::from(Response::calls(calls.iter().enumerate().map(
+                |(i, args)| ScriptedCall::json(format!("call-{i}"), "echo", args.clone()),
+            ))),
+            Response::text("done").into(),
+        ]);
+        let seen: Arc<Mutex<Vec<Option<ToolFailure>>>> = Arc::default();
+        let sink = Arc::clone(&seen);
+        let agent = Agent::builder(registry, Arc::new(model))
+            .subscriber(move |record| {
+                if let SessionEvent::ToolResult { error, .. } = &record.event {
+                    sink.lock().unwrap().push(error.clone());
+                }
+            })
+            .build()
+            .unwrap();
+        agent.run("echo").await.unwrap();
+        agent.dispose().await;
+        seen.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn times_is_bounded_before_anything_is_built() {
+        let out_of_range = Some(ToolFailure {
+            message: "invalid arguments: /times: must be from 1 to 100".into(),
+            code: FailureCode::InvalidArgs,
+        });
+        assert_eq!(
+            failures(&[
+                json!({"text": "x", "times": 100}),
+                json!({"text": "x", "times": 101}),
+                json!({"text": "x", "times": 0}),
+                json!({"text": "x", "times": 4_000_000_000_u32}),
+            ])
+            .await,
+            vec![
+                None,
+                out_of_range.clone(),
+                out_of_range.clone(),
+                out_of_range
+            ]
+        );
+    }
 }

@@ -16,7 +16,7 @@ fn the_example_prints_a_readable_session_and_succeeds() {
     for expected in [
         "session echo-demo started; tools: echo",
         "  echo returned: hello hello",
-        "  echo failed: Error: invalid arguments: times must be at least 1",
+        "  echo failed: Error: invalid arguments: /times: must be from 1 to 100",
         "turn ended: completed after 2 step(s)",
     ] {
         assert!(
