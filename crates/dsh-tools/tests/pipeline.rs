@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use support::{call, constant_tool, expect_failure, expect_value, raw_echo, run, text};
+use support::{constant_tool, expect_failure, expect_value, raw_echo, run, text};
 use tokio_util::sync::CancellationToken;
 
 // ----- A typed tool exercising every normalised shape ------------------------------------------
@@ -680,68 +680,6 @@ fn strict_projection_closes_objects_and_requires_everything() {
     insta::assert_snapshot!(
         "strict_builder",
         serde_json::to_string_pretty(&builder.to_strict_json()).unwrap()
-    );
-}
-
-// ----- Observability ------------------------------------------------------------------------
-
-#[tokio::test]
-async fn each_call_gets_one_span_with_its_outcome() {
-    use std::sync::Mutex;
-    use tracing::Subscriber;
-    use tracing_subscriber::layer::{Context, SubscriberExt};
-    use tracing_subscriber::registry::LookupSpan;
-
-    #[derive(Default, Clone)]
-    struct Spans(Arc<Mutex<Vec<String>>>);
-    struct Record<'a>(&'a mut String);
-    impl tracing::field::Visit for Record<'_> {
-        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-            self.0.push_str(&format!(" {}={value}", field.name()));
-        }
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-            if field.name() != "duration_ms" {
-                self.0.push_str(&format!(" {}={:?}", field.name(), value));
-            }
-        }
-    }
-    impl<S: Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Spans {
-        fn on_new_span(
-            &self,
-            attrs: &tracing::span::Attributes<'_>,
-            _: &tracing::span::Id,
-            _: Context<'_, S>,
-        ) {
-            let mut line = attrs.metadata().name().to_owned();
-            attrs.record(&mut Record(&mut line));
-            self.0.lock().unwrap().push(line);
-        }
-        fn on_record(
-            &self,
-            _: &tracing::span::Id,
-            values: &tracing::span::Record<'_>,
-            _: Context<'_, S>,
-        ) {
-            let mut line = String::from("record");
-            values.record(&mut Record(&mut line));
-            self.0.lock().unwrap().push(line);
-        }
-    }
-
-    let spans = Spans::default();
-    let subscriber = tracing_subscriber::registry().with(spans.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let registry = ToolRegistry::new();
-    registry.register(constant_tool("k", "v")).unwrap();
-    registry.execute(call("k", json!({}))).await;
-    registry.execute(call("missing", json!({}))).await;
-    let lines = spans.0.lock().unwrap().clone();
-    let tool_spans = lines.iter().filter(|l| l.starts_with("tool.call")).count();
-    assert_eq!(tool_spans, 2, "{lines:#?}");
-    assert!(lines.iter().any(|l| l == "record outcome=OK"), "{lines:#?}");
-    assert!(
-        lines.iter().any(|l| l == "record outcome=UNKNOWN_TOOL"),
-        "{lines:#?}"
     );
 }
 
