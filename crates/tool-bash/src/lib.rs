@@ -50,6 +50,11 @@ pub mod env;
 pub mod local;
 pub mod output;
 pub mod shell;
+#[cfg(all(feature = "local", target_os = "linux"))]
+mod supervisor;
+#[cfg(all(feature = "local", not(target_os = "linux")))]
+#[path = "supervisor_portable.rs"]
+mod supervisor;
 pub mod tool;
 
 #[cfg(feature = "local")]

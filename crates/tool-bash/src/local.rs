@@ -1,12 +1,17 @@
-//! The local executor: `bash -c` in its own process group, stdin on `/dev/null`, a scrubbed
-//! non-interactive environment, tree-scoped termination, bounded draining and byte-exact spill.
+//! The local executor: `bash -c` in its own process group under a per-command supervisor, stdin
+//! on `/dev/null`, a scrubbed non-interactive environment, tree-scoped termination, bounded
+//! draining and byte-exact spill.
 //!
-//! Termination is always of the whole group: SIGTERM, a grace period (default 2 s), then
-//! SIGKILL; "killed" is reported only after the group is gone. After the shell itself exits, its
-//! pipes are drained for at most the grace period, so a grandchild that keeps stdout open
-//! (`sleep 100 &`) cannot hold the result hostage; whatever is left of the group is then killed,
-//! so no process outlives its call. A crashed harness leaves nothing running either: an orphan
-//! guard process kills every group still registered when the harness's pipe to it closes.
+//! Termination starts with the shell's group: SIGTERM, a grace period (default 2 s), then
+//! SIGKILL. After the shell itself exits, its pipes are drained for at most the grace period, so
+//! a grandchild that keeps stdout open (`sleep 100 &`) cannot hold the result hostage. Then every
+//! process left is killed, and not only the group's: on Linux each command runs under a
+//! supervisor that is a child subreaper (see `supervisor.rs`), so a process that left the group
+//! (`set -m`, `setsid`, a double fork) is still below it and is swept with the rest. "Killed" is
+//! reported only after the sweep. A crashed harness leaves nothing running either: each
+//! supervisor sweeps when its control pipe from the harness closes, and an orphan guard process
+//! kills every group still registered when its own pipe closes; a killed guard is replaced at
+//! once.
 //!
 //! Spill files live in one private directory per executor (`0700`, files `0600`, unguessable
 //! names) under the system temporary directory (or [`LocalConfig::spill_root`]). They are kept
@@ -20,6 +25,7 @@ use crate::shell::{
     ProcessStatus, ShellError, ShellExecutor, ShellLimits, ShellProcess, ShellRequest,
     ShellRunResult, ShellSpec, Stream, StreamRead,
 };
+use crate::supervisor::{ShellEnd, Supervised};
 use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -30,7 +36,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -143,7 +149,7 @@ impl LocalExecutor {
                 dir: OnceLock::new(),
             }),
             bash: Arc::new(resolve_program(&config.bash)),
-            guard: Arc::new(OrphanGuard::default()),
+            guard: OrphanGuard::new(),
             config: Arc::new(config),
         }
     }
@@ -177,37 +183,44 @@ impl LocalExecutor {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(false);
         command
     }
 
-    fn spawn(&self, spec: &mut ShellSpec) -> Result<Child, ShellError> {
-        let mut child = self.command(spec).spawn().map_err(|error| {
-            if error.kind() == std::io::ErrorKind::NotFound {
-                ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
-            } else {
-                ShellError::Spawn(error.to_string())
-            }
-        })?;
-        if let Some(pgid) = child.id() {
-            self.guard.register(&self.bash, pgid as i32);
-        }
-        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.take(), child.stdin.take()) {
+    /// Starts the command under its supervisor and registers the shell's group with the orphan
+    /// guard.
+    async fn spawn(&self, spec: &mut ShellSpec) -> Result<Supervised, ShellError> {
+        self.guard.ensure_running(&self.bash);
+        let mut supervised = Supervised::spawn(self.command(spec))
+            .await
+            .map_err(|error| {
+                if error.kind() == std::io::ErrorKind::NotFound {
+                    ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
+                } else {
+                    ShellError::Spawn(error.to_string())
+                }
+            })?;
+        self.guard.register(&self.bash, supervised.shell());
+        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.take(), supervised.stdin()) {
             tokio::spawn(async move {
                 // A command that does not read its stdin closes the pipe; that is not an error.
                 let _ = stdin.write_all(&bytes).await;
             });
         }
-        Ok(child)
+        Ok(supervised)
     }
 }
 
 /// The orphan guard: one small `bash` process per executor that knows every live process
 /// group the executor started. It reads `add <pgid>` / `del <pgid>` lines on a pipe from the
 /// harness; when the pipe closes (the harness exited or crashed, however it died), it kills
-/// every group still registered. This keeps a crashed harness from leaving commands (and their
-/// grandchildren) running, without a `pre_exec` hook, so spawning stays on `posix_spawn`.
+/// every group still registered. It is the second line of crash protection, behind each
+/// command's supervisor (see [`crate::supervisor`]), which sweeps its own tree when the harness
+/// dies.
+///
+/// A command may kill the guard (it runs as the same user). The harness notices at once: a
+/// watcher thread holds the read end of the guard's stdout, which reaches its end when the guard
+/// dies, and starts a new guard told every live group. Each spawn also checks the guard first.
 const GUARD_SCRIPT: &str = r#"declare -A live
 while read -r op id; do
   case "$op" in
@@ -225,57 +238,89 @@ struct OrphanGuard {
 
 #[derive(Debug, Default)]
 struct GuardState {
-    /// The guard process and the write end of its pipe, while it runs.
-    process: Option<(std::process::Child, std::process::ChildStdin)>,
+    /// The guard process, while it runs.
+    process: Option<GuardProcess>,
     /// Every group registered and not yet unregistered: what a new guard is told first.
     live: std::collections::BTreeSet<i32>,
+    /// Counts the guards started, so a watcher restarts only the guard it watched.
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct GuardProcess {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    generation: u64,
 }
 
 impl OrphanGuard {
-    fn register(&self, bash: &Path, pgid: i32) {
+    fn new() -> Arc<OrphanGuard> {
+        Arc::new(OrphanGuard::default())
+    }
+
+    fn register(self: &Arc<Self>, bash: &Path, pgid: i32) {
         let mut state = lock(&self.state);
         state.live.insert(pgid);
-        state.send(bash, &format!("add {pgid}\n"));
+        self.send(&mut state, bash, &format!("add {pgid}\n"));
     }
 
-    fn unregister(&self, bash: &Path, pgid: i32) {
+    fn unregister(self: &Arc<Self>, bash: &Path, pgid: i32) {
         let mut state = lock(&self.state);
         if state.live.remove(&pgid) {
-            state.send(bash, &format!("del {pgid}\n"));
+            self.send(&mut state, bash, &format!("del {pgid}\n"));
         }
     }
-}
 
-impl GuardState {
-    /// Sends one line. A guard found gone (killed by someone) is replaced, and the new one is
-    /// told every live group before the line, so no group goes unguarded.
-    fn send(&mut self, bash: &Path, line: &str) {
-        use std::io::Write;
-        for _ in 0..2 {
-            if self.process.is_none() {
-                self.process = GuardState::start(bash, &self.live);
-            }
-            let Some((_, stdin)) = self.process.as_mut() else {
-                return;
-            };
-            if stdin
-                .write_all(line.as_bytes())
-                .and_then(|()| stdin.flush())
-                .is_ok()
-            {
-                return;
-            }
+    /// Starts a guard if none runs or the one that ran has died.
+    fn ensure_running(self: &Arc<Self>, bash: &Path) {
+        let mut state = lock(&self.state);
+        let dead = match state.process.as_mut() {
+            None => !state.live.is_empty(),
+            Some(process) => !matches!(process.child.try_wait(), Ok(None)),
+        };
+        if dead {
+            self.restart(&mut state, bash);
+        }
+    }
+
+    /// Replaces the guard process (reaping the old one) and briefs the new one.
+    fn restart(self: &Arc<Self>, state: &mut GuardState, bash: &Path) {
+        if let Some(mut old) = state.process.take() {
             tracing::warn!("the orphan guard exited; starting a new one");
-            if let Some((mut child, _)) = self.process.take() {
-                let _ = child.wait();
-            }
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+        }
+        state.generation += 1;
+        state.process = self.start(bash, &state.live, state.generation);
+    }
+
+    /// Sends one line. A guard found gone is replaced, and the new one is told every live
+    /// group before the line, so no group goes unguarded.
+    fn send(self: &Arc<Self>, state: &mut GuardState, bash: &Path, line: &str) {
+        use std::io::Write;
+        if state.process.is_none() {
+            state.generation += 1;
+            state.process = self.start(bash, &state.live, state.generation);
+        }
+        let Some(process) = state.process.as_mut() else {
+            return;
+        };
+        let sent = process
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| process.stdin.flush());
+        if sent.is_err() {
+            // The new guard is briefed with `live`, which already holds this line's change.
+            self.restart(state, bash);
         }
     }
 
     fn start(
+        self: &Arc<Self>,
         bash: &Path,
         live: &std::collections::BTreeSet<i32>,
-    ) -> Option<(std::process::Child, std::process::ChildStdin)> {
+        generation: u64,
+    ) -> Option<GuardProcess> {
         use std::io::Write;
         use std::os::unix::process::CommandExt as _;
         let spawned = std::process::Command::new(bash)
@@ -283,15 +328,17 @@ impl GuardState {
             .arg(GUARD_SCRIPT)
             .env_clear()
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            // Never written: its end tells the watcher that the guard died.
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             // Its own group: killing a command's group never reaches the guard.
             .process_group(0)
             .spawn();
-        let (child, mut stdin) = match spawned {
+        let (child, mut stdin, stdout) = match spawned {
             Ok(mut child) => {
                 let stdin = child.stdin.take()?;
-                (child, stdin)
+                let stdout = child.stdout.take()?;
+                (child, stdin, stdout)
             }
             Err(error) => {
                 tracing::warn!(
@@ -304,7 +351,33 @@ impl GuardState {
         if let Err(error) = stdin.write_all(known.as_bytes()) {
             tracing::warn!("cannot brief the new orphan guard: {error}");
         }
-        Some((child, stdin))
+        let watched = Arc::downgrade(self);
+        let bash = bash.to_path_buf();
+        let watcher = std::thread::Builder::new()
+            .name("dsh-orphan-guard".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut stdout = stdout;
+                let mut sink = [0u8; 64];
+                while matches!(stdout.read(&mut sink), Ok(n) if n > 0) {}
+                // The guard is gone. Restart it unless the executor is gone too (an orderly
+                // shutdown) or a newer guard already replaced it.
+                let Some(guard) = watched.upgrade() else {
+                    return;
+                };
+                let mut state = lock(&guard.state);
+                if state.process.as_ref().map(|p| p.generation) == Some(generation) {
+                    guard.restart(&mut state, &bash);
+                }
+            });
+        if let Err(error) = watcher {
+            tracing::warn!("cannot watch the orphan guard: {error}");
+        }
+        Some(GuardProcess {
+            child,
+            stdin,
+            generation,
+        })
     }
 }
 
@@ -313,9 +386,17 @@ impl Drop for OrphanGuard {
         // Closing the pipe makes the guard kill whatever is still registered (nothing, after an
         // orderly shutdown) and exit; reap it so no zombie is left.
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some((mut child, stdin)) = state.process.take() {
+        if let Some(GuardProcess {
+            mut child, stdin, ..
+        }) = state.process.take()
+        {
             drop(stdin);
             let _ = child.wait();
+        }
+        // A guard killed just before (its watcher may not have replaced it yet) kills nothing:
+        // the harness is alive here, so it kills what is still registered itself.
+        for pgid in std::mem::take(&mut state.live) {
+            signal_group(pgid, Signal::SIGKILL);
         }
     }
 }
@@ -388,14 +469,34 @@ async fn await_group_gone(pgid: i32, bound: Duration) {
     }
 }
 
-/// TERM the group, give it `grace`, then KILL it; returns the shell's status.
-async fn terminate(child: &mut Child, pgid: i32, grace: Duration) -> std::io::Result<ExitStatus> {
+/// TERM the shell's group, give it `grace`, then KILL it and sweep everything below the
+/// supervisor; returns the shell's status.
+async fn terminate(supervised: &mut Supervised, grace: Duration) -> ShellEnd {
+    let pgid = supervised.shell();
     signal_group(pgid, Signal::SIGTERM);
-    match tokio::time::timeout(grace, child.wait()).await {
-        Ok(status) => status,
+    match tokio::time::timeout(grace, supervised.shell_end()).await {
+        Ok(end) => end,
         Err(_) => {
             signal_group(pgid, Signal::SIGKILL);
-            child.wait().await
+            supervised.sweep(grace).await;
+            supervised.shell_end().await
+        }
+    }
+}
+
+/// The shell's exit status; a supervisor that vanished (something killed it) counts as the
+/// command being killed, and its group is killed at once.
+fn shell_status(end: ShellEnd, pgid: i32) -> ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    match end {
+        ShellEnd::Status(status) => status,
+        ShellEnd::SupervisorLost => {
+            tracing::warn!(
+                pgid,
+                "the command's supervisor was killed; killing the command's group"
+            );
+            signal_group(pgid, Signal::SIGKILL);
+            ExitStatus::from_raw(Signal::SIGKILL as i32)
         }
     }
 }
@@ -504,34 +605,30 @@ impl LocalExecutor {
             config.spill_cap_bytes,
             Some(self.sink()),
         )));
-        let mut child = self.spawn(&mut spec)?;
-        let pgid = child.id().map(|id| id as i32);
+        let mut supervised = self.spawn(&mut spec).await?;
+        let pgid = supervised.shell();
         let reaper = Reaper {
             executor: self,
-            pgid,
+            pgid: Some(pgid),
         };
         let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
+        if let Some(out) = supervised.stdout() {
             readers.push(pump(out, Arc::clone(&stdout)));
         }
-        if let Some(err) = child.stderr.take() {
+        if let Some(err) = supervised.stderr() {
             readers.push(pump(err, Arc::clone(&stderr)));
         }
-        let (cause, status) = tokio::select! {
-            status = child.wait() => (Cause::Exited, status),
-            () = tokio::time::sleep(spec.timeout) => (Cause::TimedOut, Ok(ExitStatus::default())),
-            () = spec.signal.cancelled() => (Cause::Aborted, Ok(ExitStatus::default())),
+        let (cause, end) = tokio::select! {
+            end = supervised.shell_end() => (Cause::Exited, Some(end)),
+            () = tokio::time::sleep(spec.timeout) => (Cause::TimedOut, None),
+            () = spec.signal.cancelled() => (Cause::Aborted, None),
         };
-        let status = match (cause, pgid) {
-            (Cause::Exited, _) => status,
-            (_, Some(pgid)) => terminate(&mut child, pgid, config.grace).await,
-            (_, None) => child.wait().await,
+        let end = match end {
+            Some(end) => end,
+            None => terminate(&mut supervised, config.grace).await,
         };
-        let status = status
-            .map_err(|e| ShellError::Spawn(format!("waiting for the command failed: {e}")))?;
-        if let Some(pgid) = pgid {
-            drain_and_reap(pgid, readers, config.grace).await;
-        }
+        let status = shell_status(end, pgid);
+        drain_and_reap(&mut supervised, readers, config.grace).await;
         reaper.done();
         let (out_total, err_total) = (lock(&stdout).total(), lock(&stderr).total());
         let (out_budget, err_budget) = budgets(
@@ -579,55 +676,40 @@ impl LocalExecutor {
             done: watch::channel(false).0,
             _spill: Arc::clone(&self.spill),
         });
-        let mut child = match self.spawn(&mut spec) {
-            Ok(child) => child,
-            Err(error) => {
-                lock(&process.stderr).push(format!("{error}\n").as_bytes());
-                process.settle(ProcessStatus::Killed, None, None);
-                return process;
-            }
-        };
-        let pgid = child.id().map(|id| id as i32);
-        let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            readers.push(pump(out, Arc::clone(&process.stdout)));
-        }
-        if let Some(err) = child.stderr.take() {
-            readers.push(pump(err, Arc::clone(&process.stderr)));
-        }
+        let executor = self.clone();
         let supervised = Arc::clone(&process);
-        let guard = Arc::clone(&self.guard);
-        let bash = Arc::clone(&self.bash);
         tokio::spawn(async move {
-            let (killed, status) = tokio::select! {
-                status = child.wait() => (false, status),
-                () = supervised.kill.cancelled() => {
-                    let status = match pgid {
-                        Some(pgid) => terminate(&mut child, pgid, config.grace).await,
-                        None => child.wait().await,
-                    };
-                    (true, status)
+            let mut child = match executor.spawn(&mut spec).await {
+                Ok(child) => child,
+                Err(error) => {
+                    lock(&supervised.stderr).push(format!("{error}\n").as_bytes());
+                    supervised.settle(ProcessStatus::Killed, None, None);
+                    return;
                 }
             };
-            if let Some(pgid) = pgid {
-                drain_and_reap(pgid, readers, config.grace).await;
-                guard.unregister(&bash, pgid);
+            let pgid = child.shell();
+            let mut readers = Vec::new();
+            if let Some(out) = child.stdout() {
+                readers.push(pump(out, Arc::clone(&supervised.stdout)));
             }
-            match status {
-                Ok(status) => {
-                    let state = if killed || status.code().is_none() {
-                        ProcessStatus::Killed
-                    } else {
-                        ProcessStatus::Exited
-                    };
-                    supervised.settle(state, status.code(), signal_name(&status));
-                }
-                Err(error) => {
-                    lock(&supervised.stderr)
-                        .push(format!("waiting for the command failed: {error}\n").as_bytes());
-                    supervised.settle(ProcessStatus::Killed, None, None);
-                }
+            if let Some(err) = child.stderr() {
+                readers.push(pump(err, Arc::clone(&supervised.stderr)));
             }
+            let (killed, end) = tokio::select! {
+                end = child.shell_end() => (false, end),
+                () = supervised.kill.cancelled() => {
+                    (true, terminate(&mut child, config.grace).await)
+                }
+            };
+            let status = shell_status(end, pgid);
+            drain_and_reap(&mut child, readers, config.grace).await;
+            executor.guard.unregister(&executor.bash, pgid);
+            let state = if killed || status.code().is_none() {
+                ProcessStatus::Killed
+            } else {
+                ProcessStatus::Exited
+            };
+            supervised.settle(state, status.code(), signal_name(&status));
         });
         process
     }
@@ -664,28 +746,36 @@ impl Drop for Reaper<'_> {
 const READ_REMAINDER: Duration = Duration::from_millis(200);
 
 /// After the shell exited: drain its pipes for at most `grace`, then kill whatever is left of
-/// its group and wait (bounded) until it is gone.
-async fn drain_and_reap(pgid: i32, readers: Vec<tokio::task::JoinHandle<()>>, grace: Duration) {
+/// its group, sweep everything below its supervisor (processes that left the group included),
+/// and wait (bounded) until the group is gone.
+async fn drain_and_reap(
+    supervised: &mut Supervised,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    grace: Duration,
+) {
+    let pgid = supervised.shell();
     let aborts: Vec<_> = readers
         .iter()
         .map(tokio::task::JoinHandle::abort_handle)
         .collect();
     let mut readers = futures::future::join_all(readers);
-    if tokio::time::timeout(grace, &mut readers).await.is_err() {
+    let drained = tokio::time::timeout(grace, &mut readers).await.is_ok();
+    if !drained {
         tracing::debug!(
             pgid,
-            "output pipes still open after the shell exited; killing the rest of its group"
+            "output pipes still open after the shell exited; killing the rest of its processes"
         );
-        signal_group(pgid, Signal::SIGKILL);
-        // With the group killed the pipes close: take what was still in them. A reader that is
-        // still blocked after that (a pipe passed to a process outside the group) is stopped.
+    }
+    signal_group(pgid, Signal::SIGKILL);
+    supervised.sweep(grace).await;
+    if !drained {
+        // With every process killed the pipes close: take what was still in them. A reader
+        // still blocked after that (a pipe passed to a process out of reach) is stopped.
         if tokio::time::timeout(READ_REMAINDER, readers).await.is_err() {
             for abort in aborts {
                 abort.abort();
             }
         }
-    } else {
-        signal_group(pgid, Signal::SIGKILL);
     }
     await_group_gone(pgid, grace).await;
 }
@@ -806,15 +896,14 @@ mod tests {
                 .spawn()
                 .unwrap()
         };
-        let guard = OrphanGuard::default();
+        let guard = OrphanGuard::new();
         let mut first = spawn();
         guard.register(&bash, first.id() as i32);
         {
             // Someone kills the guard.
             let mut state = lock(&guard.state);
-            let (child, _) = state.process.as_mut().unwrap();
-            child.kill().unwrap();
-            child.wait().unwrap();
+            let process = state.process.as_mut().unwrap();
+            process.child.kill().unwrap();
         }
         let mut second = spawn();
         guard.register(&bash, second.id() as i32);

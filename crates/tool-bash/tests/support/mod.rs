@@ -23,6 +23,31 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
     out
 }
 
+/// The live (non-zombie) processes whose command line holds `marker` as a whole argument.
+pub fn processes_with_argument(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if !cmdline
+            .split(|&b| b == 0)
+            .any(|arg| arg == marker.as_bytes())
+        {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat.rfind(") ").and_then(|i| stat[i + 2..].chars().next());
+        if state.is_some_and(|s| s != 'Z') {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// This process's resident set size in KiB.
 pub fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

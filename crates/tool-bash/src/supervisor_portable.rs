@@ -1,0 +1,75 @@
+//! The command supervisor where Linux's child subreaper is not available: the shell is spawned
+//! directly in a process group of its own, and containment is the group's (a process that leaves
+//! the group is out of reach). The API matches the Linux supervisor, so the local executor has
+//! one code path.
+
+use std::io;
+use std::process::ExitStatus;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// A command running in its own process group.
+#[derive(Debug)]
+pub(crate) struct Supervised {
+    process: Child,
+    shell: i32,
+    status: Option<ExitStatus>,
+}
+
+/// How a wait for the shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShellEnd {
+    /// The shell exited or was killed, with this status.
+    Status(ExitStatus),
+    /// The shell could not be waited for.
+    SupervisorLost,
+}
+
+impl Supervised {
+    pub(crate) async fn spawn(mut command: Command) -> io::Result<Supervised> {
+        command.process_group(0);
+        let process = command.spawn()?;
+        let shell = process
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .ok_or_else(|| io::Error::other("the shell exited before its pid was known"))?;
+        Ok(Supervised {
+            process,
+            shell,
+            status: None,
+        })
+    }
+
+    pub(crate) fn shell(&self) -> i32 {
+        self.shell
+    }
+
+    pub(crate) fn stdout(&mut self) -> Option<ChildStdout> {
+        self.process.stdout.take()
+    }
+
+    pub(crate) fn stderr(&mut self) -> Option<ChildStderr> {
+        self.process.stderr.take()
+    }
+
+    pub(crate) fn stdin(&mut self) -> Option<ChildStdin> {
+        self.process.stdin.take()
+    }
+
+    pub(crate) async fn shell_end(&mut self) -> ShellEnd {
+        if let Some(status) = self.status {
+            return ShellEnd::Status(status);
+        }
+        match self.process.wait().await {
+            Ok(status) => {
+                self.status = Some(status);
+                ShellEnd::Status(status)
+            }
+            Err(_) => ShellEnd::SupervisorLost,
+        }
+    }
+
+    /// Nothing to sweep beyond the group, which the caller kills.
+    pub(crate) async fn sweep(&mut self, _bound: std::time::Duration) -> bool {
+        true
+    }
+}
