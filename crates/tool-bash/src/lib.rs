@@ -6,7 +6,9 @@
 //!   start) and its data. A downstream crate can implement it (a sandboxed or remote executor)
 //!   without the local executor.
 //! - [`local`] (feature `local`, on by default): the local executor. `bash -c` with stdin on
-//!   `/dev/null`, in its own process group, watched by an orphan guard; credentials scrubbed
+//!   `/dev/null`, in its own process group under a per-command supervisor that contains every
+//!   process the command starts (on Linux, a child subreaper: processes that leave the group are
+//!   still swept), watched by an orphan guard; credentials scrubbed
 //!   from the environment and `DSH_*` facts managed; SIGTERM → grace → SIGKILL on the whole
 //!   group; bounded draining after exit; head-and-tail output windows with byte-exact spill
 //!   files in a private directory.
