@@ -327,3 +327,59 @@ fn escapes_end_when_the_harness_is_killed() {
         );
     }
 }
+
+/// An agent that owns jobs and is never told anything.
+#[derive(Debug)]
+struct Owner(String);
+
+impl dsh_tools::AgentHandle for Owner {
+    fn session_id(&self) -> &str {
+        &self.0
+    }
+
+    fn inject(&self, _: dsh_tools::InjectedContext) -> Result<(), dsh_tools::AgentGone> {
+        Ok(())
+    }
+
+    fn is_alive(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escapes_end_when_job_kill_stops_a_job_and_when_its_owner_is_disposed() {
+    use dsh_tools::jobs::{JobRuntime, JobsConfig};
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let registry = support::bash_registry(executor(), Some(&jobs));
+    let owner: dsh_tools::AgentRef = std::sync::Arc::new(Owner("s-containment".into()));
+    let call = |id: &str, tool: &str, args: serde_json::Value| {
+        dsh_tools::ToolCall::new(id, tool, args.to_string(), CancellationToken::new())
+            .with_agent(owner.clone())
+    };
+    let (killed, disposed) = (marker(), marker());
+    for (id, marker) in [("c1", &killed), ("c2", &disposed)] {
+        let args = serde_json::json!({
+            "command": format!("setsid sleep {marker} & sleep 1000"),
+            "description": "Start a job that escapes its group",
+            "run_in_background": true,
+        });
+        let result = registry.execute(call(id, "bash", args)).await;
+        assert!(!result.is_error, "{:?}", result.content);
+        until_running(marker).await;
+    }
+    let result = registry
+        .execute(call(
+            "c3",
+            "job_kill",
+            serde_json::json!({"job_id": "bash-1"}),
+        ))
+        .await;
+    assert!(!result.is_error, "{:?}", result.content);
+    assert_gone(&killed, Duration::from_secs(2), "job_kill");
+    assert!(
+        !processes_with(&disposed).is_empty(),
+        "the other job runs on"
+    );
+    jobs.dispose_owner("s-containment").await;
+    assert_gone(&disposed, Duration::from_secs(2), "owner disposal");
+}
