@@ -205,6 +205,24 @@ async fn a_missing_shell_is_a_clear_spawn_error() {
 }
 
 #[tokio::test]
+async fn a_command_too_long_to_exec_is_a_clear_spawn_error_not_a_hang() {
+    // One argument over the kernel's per-argument limit (128 KiB): `exec` fails with E2BIG.
+    // The supervisor must leave at once, or `spawn` would wait on it forever.
+    let executor = executor();
+    let command = format!("echo {}", "x".repeat(300 * 1024));
+    let spec = executor.resolve(ShellRequest::new(command), None).unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), executor.run(spec)).await;
+    let err = outcome.expect("spawn hung").unwrap_err();
+    assert!(matches!(err, ShellError::Spawn(_)), "{err}");
+    assert!(err.to_string().contains("too long"), "{err}");
+    // The next command runs as usual.
+    let spec = executor
+        .resolve(ShellRequest::new("echo ok"), None)
+        .unwrap();
+    assert_eq!(executor.run(spec).await.unwrap().stdout.text, "ok\n");
+}
+
+#[tokio::test]
 async fn large_output_is_cut_to_head_and_tail_and_spilled_whole() {
     let executor = executor();
     let result = run_with(&executor, ShellRequest::new("seq 1 100000")).await;
