@@ -6,6 +6,7 @@
 mod architecture;
 mod drift;
 mod generate;
+mod mutants;
 mod snapshots;
 mod vendor;
 
@@ -25,7 +26,11 @@ commands:
   snapshots --references FILE    fail on committed snapshots no test used (run the tests with
                                  INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)
   stress [-- TEST-ARGS]          run the heavy reliability suite in release mode
-  bench [--quick] [--json]       run the benchmarks against their baselines in release mode";
+  bench [--quick] [--json]       run the benchmarks against their baselines in release mode
+  mutants [--file F] [--in-diff REV]
+                                 mutation-test the critical files (cargo-mutants, pinned,
+                                 installed into target/tools); fails on missed mutants not
+                                 accepted in xtask/mutants-accepted.txt";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -118,6 +123,11 @@ fn main() -> Result<()> {
                 bail!("the benchmarks failed ({status})");
             }
             Ok(())
+        }
+        Some("mutants") => {
+            let options = mutants::Options::parse(&args[1..])
+                .map_err(|e| anyhow::anyhow!("{e}\n\n{USAGE}"))?;
+            mutants::run(&root, &options)
         }
         Some("help" | "--help" | "-h") | None => {
             println!("{USAGE}");

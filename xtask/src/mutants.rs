@@ -1,0 +1,291 @@
+//! `cargo xtask mutants`: mutation testing of the files where nothing may be lost.
+//!
+//! A test suite can be green and still not pin the code that decides what a model sees. This
+//! command runs `cargo-mutants` (a pinned version, installed into `target/tools` when missing)
+//! over a short list of critical files, each against its owning crate's tests, and fails on any
+//! missed mutant that is not listed, with a one-line reason, in [`ACCEPTED`]. It is not part of
+//! `.ci/run`: on two cores a full run takes hours. `docs/reliability.md` records the last run.
+
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The pinned `cargo-mutants` version: mutant names (and so the accepted list) depend on it.
+pub(crate) const VERSION: &str = "27.1.0";
+
+/// The file of accepted (equivalent) mutants, relative to the workspace root.
+pub(crate) const ACCEPTED: &str = "xtask/mutants-accepted.txt";
+
+/// A file whose every mutant must be caught by its crate's tests.
+#[derive(Debug)]
+pub(crate) struct Critical {
+    /// The file, relative to the workspace root.
+    pub(crate) file: &'static str,
+    /// The package whose tests run against each mutant.
+    pub(crate) package: &'static str,
+    /// What the file decides, in a few words (printed in the report).
+    pub(crate) holds: &'static str,
+}
+
+/// The critical files.
+pub(crate) const CRITICAL: &[Critical] = &[
+    Critical {
+        file: "crates/tool-bash/src/output.rs",
+        package: "tool-bash",
+        holds: "output windows, incremental reads, skip notes, spill",
+    },
+    Critical {
+        file: "crates/dsh-tools/src/schema/validate.rs",
+        package: "dsh-tools",
+        holds: "argument validation and its messages",
+    },
+    Critical {
+        file: "crates/dsh-tools/src/jobs.rs",
+        package: "dsh-tools",
+        holds: "job settlement and exactly-once notices",
+    },
+    Critical {
+        file: "crates/dsh-tools/src/pipeline.rs",
+        package: "dsh-tools",
+        holds: "the order of the execution stages",
+    },
+    Critical {
+        file: "crates/agent-loop/src/agent.rs",
+        package: "agent-loop",
+        holds: "the agent loop's notice drain",
+    },
+];
+
+/// What the command was asked to do.
+#[derive(Debug, Default)]
+pub(crate) struct Options {
+    /// Only this critical file (as listed, or a suffix of it).
+    pub(crate) file: Option<String>,
+    /// Only mutants on lines changed against this git revision.
+    pub(crate) in_diff: Option<String>,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> Result<Options> {
+        let mut options = Options::default();
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            match arg.as_str() {
+                "--file" => {
+                    options.file = Some(rest.next().context("--file needs a path")?.clone());
+                }
+                "--in-diff" => {
+                    options.in_diff = Some(
+                        rest.next()
+                            .context("--in-diff needs a git revision")?
+                            .clone(),
+                    );
+                }
+                unknown => bail!("unknown mutants option `{unknown}`"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// A mutant's name without its `:line:column` position, so accepted entries survive edits
+/// elsewhere in the file.
+pub(crate) fn without_position(mutant: &str) -> String {
+    let mut parts = mutant.splitn(4, ':');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(file), Some(line), Some(column), Some(rest))
+            if line.chars().all(|c| c.is_ascii_digit())
+                && column.chars().all(|c| c.is_ascii_digit()) =>
+        {
+            format!("{file}:{}", rest.trim_start())
+        }
+        _ => mutant.trim().to_owned(),
+    }
+}
+
+/// The accepted mutants: one per line, `NAME # reason`; the reason is required.
+pub(crate) fn parse_accepted(text: &str) -> Result<BTreeSet<String>> {
+    let mut accepted = BTreeSet::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((mutant, reason)) = line.rsplit_once(" # ") else {
+            bail!(
+                "{ACCEPTED}:{}: an accepted mutant needs a reason after ` # `",
+                number + 1
+            );
+        };
+        if reason.trim().is_empty() {
+            bail!("{ACCEPTED}:{}: the reason is empty", number + 1);
+        }
+        accepted.insert(without_position(mutant));
+    }
+    Ok(accepted)
+}
+
+/// The missed mutants that are not accepted.
+pub(crate) fn unaccepted(missed: &str, accepted: &BTreeSet<String>) -> Vec<String> {
+    missed
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .filter(|line| !accepted.contains(&without_position(line)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `target/tools/bin/cargo-mutants` at [`VERSION`], installed when missing or different.
+fn install(root: &Path) -> Result<PathBuf> {
+    let tools = root.join("target/tools");
+    let binary = tools.join("bin/cargo-mutants");
+    let installed = Command::new(&binary)
+        .arg("--version")
+        .output()
+        .ok()
+        .is_some_and(|out| String::from_utf8_lossy(&out.stdout).contains(VERSION));
+    if !installed {
+        println!(
+            "mutants: installing cargo-mutants {VERSION} into {}",
+            tools.display()
+        );
+        let status = crate::cargo()
+            .args(["install", "cargo-mutants", "--locked", "--version", VERSION])
+            .arg("--root")
+            .arg(&tools)
+            .status()
+            .context("running cargo install")?;
+        if !status.success() {
+            bail!("installing cargo-mutants {VERSION} failed ({status})");
+        }
+    }
+    Ok(binary)
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|text| text.lines().filter(|l| !l.trim().is_empty()).count())
+        .unwrap_or(0)
+}
+
+/// Runs the mutants of the selected critical files and fails on unaccepted survivors.
+pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
+    let selected: Vec<&Critical> = CRITICAL
+        .iter()
+        .filter(|c| options.file.as_deref().is_none_or(|f| c.file.ends_with(f)))
+        .collect();
+    if selected.is_empty() {
+        let known: Vec<&str> = CRITICAL.iter().map(|c| c.file).collect();
+        bail!(
+            "no critical file matches; the list is: {}",
+            known.join(", ")
+        );
+    }
+    let accepted =
+        parse_accepted(&std::fs::read_to_string(root.join(ACCEPTED)).unwrap_or_default())?;
+    let binary = install(root)?;
+    let diff = match &options.in_diff {
+        Some(revision) => {
+            let out = Command::new("git")
+                .args(["diff", revision])
+                .current_dir(root)
+                .output()
+                .context("running git diff")?;
+            let path = root.join("target/mutants/in-diff.patch");
+            std::fs::create_dir_all(root.join("target/mutants"))?;
+            std::fs::write(&path, out.stdout)?;
+            Some(path)
+        }
+        None => None,
+    };
+    let mut failures = Vec::new();
+    for critical in selected {
+        let slug = critical.file.replace(['/', '.'], "_");
+        let output = root.join("target/mutants").join(&slug);
+        println!(
+            "mutants: {} ({}) against {}'s tests",
+            critical.file, critical.holds, critical.package
+        );
+        let mut command = Command::new(&binary);
+        command
+            .args([
+                "mutants",
+                "--no-shuffle",
+                "--file",
+                critical.file,
+                "--package",
+                critical.package,
+            ])
+            .arg("--output")
+            .arg(&output)
+            .current_dir(root);
+        if let Some(diff) = &diff {
+            command.arg("--in-diff").arg(diff);
+        }
+        // cargo-mutants exits non-zero when mutants are missed; the lists below decide.
+        command.status().context("running cargo-mutants")?;
+        let out = output.join("mutants.out");
+        let missed = std::fs::read_to_string(out.join("missed.txt")).unwrap_or_default();
+        let left = unaccepted(&missed, &accepted);
+        println!(
+            "mutants: {}: {} caught, {} missed ({} accepted as equivalent), {} unviable, {} timed out",
+            critical.file,
+            count_lines(&out.join("caught.txt")),
+            count_lines(&out.join("missed.txt")),
+            count_lines(&out.join("missed.txt")) - left.len(),
+            count_lines(&out.join("unviable.txt")),
+            count_lines(&out.join("timeout.txt")),
+        );
+        failures.extend(left);
+    }
+    if failures.is_empty() {
+        println!("mutants: every mutant of the critical files is caught or accepted");
+        return Ok(());
+    }
+    for mutant in &failures {
+        println!("missed: {mutant}");
+    }
+    bail!(
+        "{} missed mutant(s): add a test that catches each, or list it with a reason in {ACCEPTED}",
+        failures.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_dropped_from_mutant_names() {
+        assert_eq!(
+            without_position("crates/a/src/b.rs:12:5: replace f -> bool with true"),
+            "crates/a/src/b.rs:replace f -> bool with true"
+        );
+        assert_eq!(without_position("no position here"), "no position here");
+    }
+
+    #[test]
+    fn accepted_mutants_need_a_reason_and_match_whatever_the_line() {
+        let accepted = parse_accepted(
+            "# comment\n\ncrates/a/src/b.rs:1:1: replace < with <= in f # an early exit only\n",
+        )
+        .unwrap();
+        let missed = "crates/a/src/b.rs:40:9: replace < with <= in f\ncrates/a/src/b.rs:50:1: delete match arm in g\n";
+        assert_eq!(
+            unaccepted(missed, &accepted),
+            vec!["crates/a/src/b.rs:50:1: delete match arm in g".to_owned()]
+        );
+        assert!(parse_accepted("crates/a/src/b.rs:1:1: x\n").is_err());
+        assert!(parse_accepted("crates/a/src/b.rs:1:1: x #  \n").is_err());
+    }
+
+    #[test]
+    fn every_critical_file_exists() {
+        let root = crate::workspace_root();
+        for critical in CRITICAL {
+            assert!(root.join(critical.file).is_file(), "{}", critical.file);
+        }
+    }
+}
