@@ -761,7 +761,9 @@ impl Agent {
                 }
             }
         }
-        if lock(&self.inner.state).inbox.is_empty() {
+        // Disposal cancels a gathering turn before it asked anything: it ends without a trace,
+        // and the notices it gathered are reported as undelivered.
+        if ticket.signal.is_cancelled() || lock(&self.inner.state).inbox.is_empty() {
             return;
         }
         self.turn(ticket).await;

@@ -118,6 +118,48 @@ async fn two_hundred_notices_settling_together_each_reach_one_request() {
     every_notice_of_a_burst_reaches_one_request(200).await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn disposing_an_agent_while_its_woken_turn_gathers_reports_the_notices() {
+    let jobs = JobRuntime::new(JobsConfig {
+        delivery: NoticeDelivery::Wakeup {
+            max_consecutive_wakes: 3,
+        },
+        ..JobsConfig::default()
+    });
+    let _controller = jobs.attach_controller();
+    let directory = AgentDirectory::new();
+    jobs.set_turn_opener(Arc::new(directory.clone()));
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new(Vec::<Step>::new());
+    let (agent, recorder) = recorded(builder(&registry, &mock).jobs(jobs.clone()));
+    directory.insert(&agent);
+    let id = jobs
+        .start(
+            JobStart::new("task", "quick", || {
+                Ok(JobHooks::new(|_| {}, async {
+                    Ok(JobOutcome::new(JobEnd::Completed))
+                }))
+            })
+            .owner(agent.handle()),
+        )
+        .unwrap();
+    jobs.settled(id.as_str(), Some("s1")).await.unwrap();
+    // The woken turn is gathering (the agent is busy, nothing was asked yet).
+    assert!(agent.is_busy());
+    agent.dispose().await;
+    directory.wait_woken().await;
+    assert_eq!(mock.requests().len(), 0);
+    assert_eq!(
+        recorder.kinds(),
+        vec![
+            "session/start",
+            "job/end",
+            "context/inject",
+            "context/undelivered"
+        ]
+    );
+}
+
 // ----- Unique call ids ----------------------------------------------------------------------
 
 /// The ids of every tool call in `history`, in order, and the ids the tool messages answer.
