@@ -30,6 +30,8 @@ pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 8;
 pub const DEFAULT_NOTICE_GATHER: Duration = Duration::from_millis(200);
 /// How many quiet periods a woken turn gathers notices at most before it asks the model anyway.
 const GATHER_PERIODS_MAX: u32 = 10;
+/// The longest quiet period [`AgentDirectory::gather_window`] accepts.
+const GATHER_WINDOW_MAX: Duration = Duration::from_secs(60);
 /// The `code` of the `error` event that reports a session log write failure.
 pub const LOG_WRITE_FAILED: &str = "LOG_WRITE_FAILED";
 
@@ -548,12 +550,31 @@ struct TurnGuard<'a> {
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        let mut state = lock(&self.inner.state);
-        if state.turn.as_ref().is_some_and(|turn| turn.id == self.id) {
-            state.turn = None;
-            drop(state);
-            self.inner.idle.notify_waiters();
-        }
+        release_turn(self.inner, self.id);
+    }
+}
+
+/// The guard of a woken turn, made before its task is spawned and owned by the task's future:
+/// the turn began in `open_turn`, so it must be released even if the task never runs (its
+/// runtime shut down first).
+struct WokenTurnGuard {
+    agent: Agent,
+    id: u64,
+}
+
+impl Drop for WokenTurnGuard {
+    fn drop(&mut self) {
+        release_turn(&self.agent.inner, self.id);
+    }
+}
+
+/// Clears turn `id` if it is still the running one, and wakes `wait_idle`.
+fn release_turn(inner: &AgentInner, id: u64) {
+    let mut state = lock(&inner.state);
+    if state.turn.as_ref().is_some_and(|turn| turn.id == id) {
+        state.turn = None;
+        drop(state);
+        inner.idle.notify_waiters();
     }
 }
 
@@ -739,16 +760,13 @@ impl Agent {
     /// A turn opened by a job notice: it gathers the notices settling together (each quiet
     /// period without a new one ends the gathering, and it never lasts more than
     /// `GATHER_PERIODS_MAX` periods), then runs like [`Agent::run_pending`].
-    async fn woken_turn(&self, ticket: TurnTicket, quiet: Duration) {
-        let _guard = TurnGuard {
-            inner: &self.inner,
-            id: ticket.id,
-        };
+    async fn woken_turn(guard: WokenTurnGuard, ticket: TurnTicket, quiet: Duration) {
+        let this = &guard.agent;
         if !quiet.is_zero() {
             let deadline = tokio::time::Instant::now() + quiet * GATHER_PERIODS_MAX;
             loop {
                 // Registered before the wait starts, so a notice arriving in between counts.
-                let mut grew = std::pin::pin!(self.inner.inbox_grew.notified());
+                let mut grew = std::pin::pin!(this.inner.inbox_grew.notified());
                 grew.as_mut().enable();
                 let until = (tokio::time::Instant::now() + quiet).min(deadline);
                 tokio::select! {
@@ -763,10 +781,10 @@ impl Agent {
         }
         // Disposal cancels a gathering turn before it asked anything: it ends without a trace,
         // and the notices it gathered are reported as undelivered.
-        if ticket.signal.is_cancelled() || lock(&self.inner.state).inbox.is_empty() {
+        if ticket.signal.is_cancelled() || lock(&this.inner.state).inbox.is_empty() {
             return;
         }
-        self.turn(ticket).await;
+        this.turn(ticket).await;
     }
 
     fn begin_turn(&self) -> Result<TurnTicket, AgentError> {
@@ -1120,10 +1138,11 @@ impl AgentDirectory {
 
     /// How long a woken turn waits without a new notice before its first request (default
     /// [`DEFAULT_NOTICE_GATHER`]; it gathers for at most ten such periods). `Duration::ZERO`
-    /// asks at once, with whatever is in the inbox then.
+    /// asks at once, with whatever is in the inbox then. Longer than a minute counts as a
+    /// minute.
     #[must_use]
     pub fn gather_window(mut self, quiet: Duration) -> AgentDirectory {
-        self.gather = quiet;
+        self.gather = quiet.min(GATHER_WINDOW_MAX);
         self
     }
 
@@ -1167,8 +1186,12 @@ impl TurnOpener for AgentDirectory {
         let Ok(ticket) = agent.begin_turn() else {
             return false;
         };
+        let guard = WokenTurnGuard {
+            agent,
+            id: ticket.id,
+        };
         let gather = self.gather;
-        let handle = runtime.spawn(async move { agent.woken_turn(ticket, gather).await });
+        let handle = runtime.spawn(Agent::woken_turn(guard, ticket, gather));
         let mut woken = lock(&self.woken);
         // Finished turns need no waiting for; only the running ones are kept.
         woken.retain(|handle| !handle.is_finished());
@@ -1218,5 +1241,25 @@ mod tests {
         assert!(directory.open_turn(&live.handle()));
         assert_eq!(lock(&directory.woken).len(), 1);
         directory.wait_woken().await;
+    }
+
+    #[test]
+    fn a_woken_turn_whose_task_never_runs_leaves_the_agent_idle() {
+        let registry = ToolRegistry::new();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let live = agent(&registry, "live");
+        let directory = AgentDirectory::new();
+        directory.insert(&live);
+        {
+            let _entered = runtime.enter();
+            assert!(directory.open_turn(&live.handle()));
+        }
+        assert!(live.is_busy());
+        // Shutting the runtime down drops the task before it ever ran.
+        drop(runtime);
+        assert!(!live.is_busy());
     }
 }
