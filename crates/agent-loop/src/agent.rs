@@ -1,7 +1,7 @@
 //! The agent: session identity, history, inbox, agent scope, and the turn loop.
 
 use crate::event::{EventRecord, SessionEvent, TurnEndReason};
-use crate::log::{SessionLog, SessionLogWriter};
+use crate::log::{LogWriteError, SessionLog, SessionLogWriter};
 use crate::model::{AssistantToolCall, Message, ModelAdapter, ModelEvent, ModelRequest};
 use dsh_tools::jobs::{JobRuntime, TurnOpener};
 use dsh_tools::{
@@ -10,12 +10,14 @@ use dsh_tools::{
 };
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +25,15 @@ use tokio_util::sync::CancellationToken;
 pub const DEFAULT_MAX_STEPS: u32 = 50;
 /// The default bound on concurrently running concurrency-safe calls.
 pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 8;
+/// The default quiet period a woken turn waits for more notices before its first request (see
+/// [`AgentDirectory::gather_window`]).
+pub const DEFAULT_NOTICE_GATHER: Duration = Duration::from_millis(200);
+/// How many quiet periods a woken turn gathers notices at most before it asks the model anyway.
+const GATHER_PERIODS_MAX: u32 = 10;
+/// The longest quiet period [`AgentDirectory::gather_window`] accepts.
+const GATHER_WINDOW_MAX: Duration = Duration::from_secs(60);
+/// The `code` of the `error` event that reports a session log write failure.
+pub const LOG_WRITE_FAILED: &str = "LOG_WRITE_FAILED";
 
 /// Why an agent operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +56,9 @@ pub enum AgentError {
         /// Why it could not be opened.
         source: std::io::Error,
     },
+    /// The session log could not be written (a full disk, `/dev/full`, a closed descriptor).
+    #[error(transparent)]
+    LogWrite(#[from] LogWriteError),
 }
 
 /// How a turn went.
@@ -65,6 +79,9 @@ struct Emitter {
     seq: u64,
     subscribers: Vec<(u64, Subscriber)>,
     log: Option<SessionLogWriter>,
+    /// The first write to the log that failed. The log is closed then: a later line that did
+    /// get written would leave a hole in the middle of the session instead of a clean end.
+    log_error: Option<LogWriteError>,
 }
 
 /// The running turn. It is the one record of whether the agent is busy: starting a turn,
@@ -82,6 +99,9 @@ struct AgentState {
     turn: Option<ActiveTurn>,
     turns_started: u64,
     disposed: bool,
+    /// Every call id used in the session (restored ones included): a call streamed with one
+    /// of these gets a fresh id, so results, cards and history never mix two calls.
+    call_ids: HashSet<String>,
 }
 
 struct AgentInner {
@@ -99,6 +119,8 @@ struct AgentInner {
     emitter: Mutex<Emitter>,
     /// Woken whenever a turn ends (`wait_idle`); it carries no state of its own.
     idle: Notify,
+    /// Woken whenever context enters the inbox (a woken turn gathering notices listens).
+    inbox_grew: Notify,
     job_listener: Mutex<Option<Disposer>>,
     next_subscriber: AtomicU64,
     /// The tool calls of the session so far (restored ones included), for fallback call ids.
@@ -165,6 +187,7 @@ impl AgentInner {
             content: context.content.clone(),
         });
         state.inbox.push(context);
+        self.inbox_grew.notify_waiters();
     }
 
     fn emit(&self, event: SessionEvent) {
@@ -176,15 +199,31 @@ impl AgentInner {
     fn emit_locked(&self, emitter: &mut Emitter, event: SessionEvent) {
         emitter.seq += 1;
         let record = EventRecord::now(emitter.seq, event);
+        let mut failed = None;
         if let Some(log) = &mut emitter.log
             && let Err(error) = log.append(&record)
         {
-            tracing::warn!(session = %self.session_id, "writing the session log failed: {error}");
+            let failure = LogWriteError::new(log.path(), &error);
+            tracing::warn!(session = %self.session_id, "{failure}");
+            emitter.log = None;
+            emitter.log_error = Some(failure.clone());
+            failed = Some(failure);
         }
         for (_, subscriber) in &emitter.subscribers {
             if std::panic::catch_unwind(AssertUnwindSafe(|| subscriber(&record))).is_err() {
                 tracing::warn!(session = %self.session_id, "a session-event subscriber panicked; ignored");
             }
+        }
+        // Subscribers hear of the failure right after the event that could not be written (the
+        // log is closed by now, so this one is not attempted there).
+        if let Some(failure) = failed {
+            self.emit_locked(
+                emitter,
+                SessionEvent::Error {
+                    message: failure.to_string(),
+                    code: Some(String::from(LOG_WRITE_FAILED)),
+                },
+            );
         }
     }
 
@@ -358,6 +397,14 @@ impl AgentBuilder {
             Some(restored) => (restored.history, restored.inbox, restored.last_seq),
             None => (Vec::new(), Vec::new(), 0),
         };
+        let call_ids: HashSet<String> = history
+            .iter()
+            .flat_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                _ => &[],
+            })
+            .map(|call| call.call_id.clone())
+            .collect();
         let calls_made: u64 = history
             .iter()
             .map(|message| match message {
@@ -387,13 +434,16 @@ impl AgentBuilder {
                 turn: None,
                 turns_started: 0,
                 disposed: false,
+                call_ids,
             }),
             emitter: Mutex::new(Emitter {
                 seq,
                 subscribers: (0..).zip(self.subscribers).collect(),
                 log,
+                log_error: None,
             }),
             idle: Notify::new(),
+            inbox_grew: Notify::new(),
             job_listener: Mutex::new(None),
             // Ids of later `subscribe` calls follow the builder's subscribers.
             next_subscriber: AtomicU64::new(subscribers),
@@ -429,6 +479,11 @@ impl AgentBuilder {
                     .map(|tool| tool.name().to_owned())
                     .collect(),
             });
+        }
+        // A log that cannot take its first line is refused at once; dropping the agent gives
+        // its session id back.
+        if let Some(failure) = agent.log_error() {
+            return Err(AgentError::LogWrite(failure));
         }
         Ok(agent)
     }
@@ -495,12 +550,31 @@ struct TurnGuard<'a> {
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        let mut state = lock(&self.inner.state);
-        if state.turn.as_ref().is_some_and(|turn| turn.id == self.id) {
-            state.turn = None;
-            drop(state);
-            self.inner.idle.notify_waiters();
-        }
+        release_turn(self.inner, self.id);
+    }
+}
+
+/// The guard of a woken turn, made before its task is spawned and owned by the task's future:
+/// the turn began in `open_turn`, so it must be released even if the task never runs (its
+/// runtime shut down first).
+struct WokenTurnGuard {
+    agent: Agent,
+    id: u64,
+}
+
+impl Drop for WokenTurnGuard {
+    fn drop(&mut self) {
+        release_turn(&self.agent.inner, self.id);
+    }
+}
+
+/// Clears turn `id` if it is still the running one, and wakes `wait_idle`.
+fn release_turn(inner: &AgentInner, id: u64) {
+    let mut state = lock(&inner.state);
+    if state.turn.as_ref().is_some_and(|turn| turn.id == id) {
+        state.turn = None;
+        drop(state);
+        inner.idle.notify_waiters();
     }
 }
 
@@ -556,6 +630,19 @@ impl Agent {
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         lock(&self.inner.state).turn.is_some()
+    }
+
+    /// The contexts waiting in the inbox for the next model request (job notices that no turn
+    /// has taken yet, for instance), in the order they arrived.
+    pub fn pending_contexts(&self) -> Vec<InjectedContext> {
+        lock(&self.inner.state).inbox.clone()
+    }
+
+    /// The first failure to write the session log, if any. The log is closed at that point
+    /// (it ends with the last line that was written whole); the session itself goes on, and
+    /// subscribers were told with an `error` event whose code is [`LOG_WRITE_FAILED`].
+    pub fn log_error(&self) -> Option<LogWriteError> {
+        lock(&self.inner.emitter).log_error.clone()
     }
 
     /// Subscribes to session events from now on. Subscribers run synchronously while the
@@ -639,7 +726,9 @@ impl Agent {
 
     /// Disposes the agent: cancels its turn and waits for it, disposes its scope (scoped
     /// tools, hooks, guards, restrictions), and cancels and awaits the jobs it owns. Afterwards
-    /// `inject` fails. Idempotent.
+    /// `inject` fails. Contexts still waiting in the inbox never reached the model: they are
+    /// recorded as `context/undelivered` (and stay pending in the log, so resuming it delivers
+    /// them). Idempotent.
     pub async fn dispose(&self) {
         {
             let mut state = lock(&self.inner.state);
@@ -660,6 +749,42 @@ impl Agent {
         if let Some(listener) = lock(&self.inner.job_listener).take() {
             listener.dispose();
         }
+        let state = lock(&self.inner.state);
+        if !state.inbox.is_empty() {
+            self.inner.emit(SessionEvent::ContextUndelivered {
+                contexts: state.inbox.clone(),
+            });
+        }
+    }
+
+    /// A turn opened by a job notice: it gathers the notices settling together (each quiet
+    /// period without a new one ends the gathering, and it never lasts more than
+    /// `GATHER_PERIODS_MAX` periods), then runs like [`Agent::run_pending`].
+    async fn woken_turn(guard: WokenTurnGuard, ticket: TurnTicket, quiet: Duration) {
+        let this = &guard.agent;
+        if !quiet.is_zero() {
+            let deadline = tokio::time::Instant::now() + quiet * GATHER_PERIODS_MAX;
+            loop {
+                // Registered before the wait starts, so a notice arriving in between counts.
+                let mut grew = std::pin::pin!(this.inner.inbox_grew.notified());
+                grew.as_mut().enable();
+                let until = (tokio::time::Instant::now() + quiet).min(deadline);
+                tokio::select! {
+                    () = ticket.signal.cancelled() => break,
+                    () = tokio::time::sleep_until(until) => break,
+                    () = grew => {}
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+        // Disposal cancels a gathering turn before it asked anything: it ends without a trace,
+        // and the notices it gathered are reported as undelivered.
+        if ticket.signal.is_cancelled() || lock(&this.inner.state).inbox.is_empty() {
+            return;
+        }
+        this.turn(ticket).await;
     }
 
     fn begin_turn(&self) -> Result<TurnTicket, AgentError> {
@@ -824,27 +949,40 @@ impl Agent {
                 },
             }
         }
+        let calls = {
+            let mut state = lock(&self.inner.state);
+            calls
+                .into_values()
+                .map(|call| AssistantToolCall {
+                    call_id: self.unique_call_id(&mut state.call_ids, call.id),
+                    name: call.name,
+                    arguments: call.arguments,
+                })
+                .collect()
+        };
         Ok(Assembled {
             text,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
-            calls: calls
-                .into_values()
-                .map(|call| {
-                    // Counted session-wide (restored calls included), so a fallback id never
-                    // repeats, whichever turn or step it is made in.
-                    let n = self.inner.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
-                    AssistantToolCall {
-                        call_id: if call.id.is_empty() {
-                            format!("call-auto-{n}")
-                        } else {
-                            call.id
-                        },
-                        name: call.name,
-                        arguments: call.arguments,
-                    }
-                })
-                .collect(),
+            calls,
         })
+    }
+
+    /// The id a streamed call is recorded under: its own, unless it is empty or already used
+    /// in the session, and then `call-auto-N`. N counts the session's calls (restored ones
+    /// included) and skips any number whose id is taken (a model may stream `call-auto-2`
+    /// itself), so a fallback id never repeats, whichever turn or step it is made in.
+    fn unique_call_id(&self, used: &mut HashSet<String>, streamed: String) -> String {
+        let mut n = self.inner.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut id = streamed;
+        if id.is_empty() || used.contains(&id) {
+            id = format!("call-auto-{n}");
+            while used.contains(&id) {
+                n = self.inner.calls_made.fetch_add(1, Ordering::Relaxed) + 1;
+                id = format!("call-auto-{n}");
+            }
+        }
+        used.insert(id.clone());
+        id
     }
 
     /// Runs the calls of one assistant message: consecutive concurrency-safe calls overlap
@@ -958,16 +1096,36 @@ impl Agent {
 /// The host side of `wakeup` delivery: a directory of live agents that opens a turn on an idle
 /// one when a job notice arrives. Install it with
 /// [`JobRuntime::set_turn_opener`](dsh_tools::jobs::JobRuntime::set_turn_opener).
-#[derive(Clone, Default)]
+///
+/// The wake-up budget of the jobs runtime limits *turns*, never notices: the directory opens a
+/// turn by making the agent busy at once, so every notice arriving while that turn gathers or
+/// runs joins it (no wake is spent on it), and the turn waits for a quiet period
+/// ([`AgentDirectory::gather_window`], default [`DEFAULT_NOTICE_GATHER`]) before its first
+/// request, so notices of jobs settling together reach the model in one request, in settlement
+/// order. Notices that still find the budget spent wait in the inbox for the next turn, and
+/// [`Agent::dispose`] reports those no turn took (`context/undelivered`).
+#[derive(Clone)]
 pub struct AgentDirectory {
     agents: Arc<Mutex<HashMap<String, Weak<AgentInner>>>>,
     woken: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    gather: Duration,
+}
+
+impl Default for AgentDirectory {
+    fn default() -> AgentDirectory {
+        AgentDirectory {
+            agents: Arc::default(),
+            woken: Arc::default(),
+            gather: DEFAULT_NOTICE_GATHER,
+        }
+    }
 }
 
 impl fmt::Debug for AgentDirectory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentDirectory")
             .field("agents", &lock(&self.agents).len())
+            .field("gather", &self.gather)
             .finish()
     }
 }
@@ -976,6 +1134,16 @@ impl AgentDirectory {
     /// An empty directory.
     pub fn new() -> AgentDirectory {
         AgentDirectory::default()
+    }
+
+    /// How long a woken turn waits without a new notice before its first request (default
+    /// [`DEFAULT_NOTICE_GATHER`]; it gathers for at most ten such periods). `Duration::ZERO`
+    /// asks at once, with whatever is in the inbox then. Longer than a minute counts as a
+    /// minute.
+    #[must_use]
+    pub fn gather_window(mut self, quiet: Duration) -> AgentDirectory {
+        self.gather = quiet.min(GATHER_WINDOW_MAX);
+        self
     }
 
     /// Adds an agent (held weakly). Agents dropped since the last insert are forgotten.
@@ -1007,23 +1175,23 @@ impl TurnOpener for AgentDirectory {
         else {
             return false;
         };
-        {
-            // The same state a finishing turn clears under this lock (see `close_turn`).
-            let state = lock(&inner.state);
-            if state.turn.is_some() || state.disposed {
-                return false;
-            }
-        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return false;
         };
         let agent = Agent { inner };
-        let handle = runtime.spawn(async move {
-            match agent.run_pending().await {
-                Ok(_) => {}
-                Err(error) => tracing::debug!("a woken turn did not run: {error}"),
-            }
-        });
+        // The turn begins here, not in the task: from now on the agent is busy, so the notices
+        // that follow join this turn instead of spending a wake each on turns that would find
+        // nothing left to do. A busy or disposed agent opens nothing (the running turn takes
+        // the notice: it checks the inbox under the same lock before it ends).
+        let Ok(ticket) = agent.begin_turn() else {
+            return false;
+        };
+        let guard = WokenTurnGuard {
+            agent,
+            id: ticket.id,
+        };
+        let gather = self.gather;
+        let handle = runtime.spawn(Agent::woken_turn(guard, ticket, gather));
         let mut woken = lock(&self.woken);
         // Finished turns need no waiting for; only the running ones are kept.
         woken.retain(|handle| !handle.is_finished());
@@ -1073,5 +1241,25 @@ mod tests {
         assert!(directory.open_turn(&live.handle()));
         assert_eq!(lock(&directory.woken).len(), 1);
         directory.wait_woken().await;
+    }
+
+    #[test]
+    fn a_woken_turn_whose_task_never_runs_leaves_the_agent_idle() {
+        let registry = ToolRegistry::new();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let live = agent(&registry, "live");
+        let directory = AgentDirectory::new();
+        directory.insert(&live);
+        {
+            let _entered = runtime.enter();
+            assert!(directory.open_turn(&live.handle()));
+        }
+        assert!(live.is_busy());
+        // Shutting the runtime down drops the task before it ever ran.
+        drop(runtime);
+        assert!(!live.is_busy());
     }
 }

@@ -116,6 +116,13 @@ pub enum SessionEvent {
         /// The text.
         content: String,
     },
+    /// Contexts still waiting in the inbox when the agent was disposed: no model request took
+    /// them (a job notice that found the wake-up budget spent, for instance).
+    #[serde(rename = "context/undelivered")]
+    ContextUndelivered {
+        /// The contexts, in the order they arrived.
+        contexts: Vec<InjectedContext>,
+    },
     /// A job owned by the agent settled.
     #[serde(rename = "job/end")]
     JobEnd {
@@ -157,6 +164,7 @@ impl SessionEvent {
             SessionEvent::ToolCall { .. } => "tool/call",
             SessionEvent::ToolResult { .. } => "tool/result",
             SessionEvent::ContextInject { .. } => "context/inject",
+            SessionEvent::ContextUndelivered { .. } => "context/undelivered",
             SessionEvent::JobEnd { .. } => "job/end",
             SessionEvent::TurnEnd { .. } => "turn/end",
             SessionEvent::Error { .. } => "error",
@@ -213,9 +221,10 @@ mod tests {
             SessionEvent::ToolCall { .. } => 4,
             SessionEvent::ToolResult { .. } => 5,
             SessionEvent::ContextInject { .. } => 6,
-            SessionEvent::JobEnd { .. } => 7,
-            SessionEvent::TurnEnd { .. } => 8,
-            SessionEvent::Error { .. } => 9,
+            SessionEvent::ContextUndelivered { .. } => 7,
+            SessionEvent::JobEnd { .. } => 8,
+            SessionEvent::TurnEnd { .. } => 9,
+            SessionEvent::Error { .. } => 10,
         }
     }
 
@@ -260,6 +269,9 @@ mod tests {
                 source: ContextSource::plugin("bash"),
                 content: "done".into(),
             },
+            SessionEvent::ContextUndelivered {
+                contexts: vec![InjectedContext::from_plugin("bash", "late")],
+            },
             SessionEvent::JobEnd {
                 job_id: "bash-1".into(),
                 status: JobStatus::Completed,
@@ -282,7 +294,7 @@ mod tests {
         let covered: Vec<usize> = samples.iter().map(variant).collect();
         assert_eq!(
             covered,
-            (0..10).collect::<Vec<_>>(),
+            (0..11).collect::<Vec<_>>(),
             "one sample per variant, in order"
         );
         for event in &samples {

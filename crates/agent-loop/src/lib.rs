@@ -11,6 +11,13 @@
 //! Invariant: every tool call in the history has exactly one tool result, whatever fails or is
 //! cancelled, so the next request is always well-formed.
 //!
+//! Promises to the model and the host: call ids are unique in a session (a repeated one gets a
+//! fresh `call-auto-N`); every job notice reaches a model request (the [`AgentDirectory`]
+//! gathers notices settling together into one request, and [`Agent::dispose`] records the
+//! ones no request took as `context/undelivered`); a session log that cannot be written is an
+//! error the host sees ([`Agent::log_error`], an `error` event); and logs are read a line at a
+//! time, with at most [`MAX_LINE_BYTES`] per line.
+//!
 //! It deliberately does not talk HTTP to a model provider (that is an adapter's job; the
 //! `mock-adapter` crate is the scripted one), render cards (`presenters`), or run shell
 //! commands (`tool-bash`).
@@ -51,12 +58,15 @@ mod replay;
 
 pub use agent::{
     Agent, AgentBuilder, AgentDirectory, AgentError, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_MAX_STEPS,
-    TurnOutcome,
+    DEFAULT_NOTICE_GATHER, LOG_WRITE_FAILED, TurnOutcome,
 };
 pub use event::{EventRecord, SessionEvent, TurnEndReason};
-pub use log::{SessionLog, SessionLogWriter, SkippedLine};
+pub use log::{
+    LogEntry, LogLines, LogReadError, LogWriteError, MAX_LINE_BYTES, RepairedLine, SessionLog,
+    SessionLogWriter, SkippedLine,
+};
 pub use model::{
     AssistantToolCall, FinishReason, Message, ModelAdapter, ModelError, ModelEvent, ModelRequest,
     ModelStream, Usage,
 };
-pub use replay::{CallCards, CardTracker, replay_cards};
+pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};

@@ -4,21 +4,38 @@
 use crate::event::{EventRecord, SessionEvent};
 use crate::model::Message;
 use dsh_tools::{FailureCode, InjectedContext, ToolResult};
+use serde_json::Value;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+
+/// The longest log line the reader accepts, in bytes (32 MiB). The reader holds at most one
+/// line in memory, so this bounds what reading a log costs however large (or endless, like
+/// `/dev/zero`) the file is. A longer line is an error ([`LogReadError::LineTooLong`]), not a
+/// line to skip: finding where it ends would mean reading it all.
+pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Appends one JSON object per line, flushed per event.
 #[derive(Debug)]
 pub struct SessionLogWriter {
     file: File,
+    path: PathBuf,
 }
 
 impl SessionLogWriter {
     /// Opens (creating, or appending to) a log file.
     pub fn open(path: impl AsRef<Path>) -> io::Result<SessionLogWriter> {
+        let path = path.as_ref();
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(SessionLogWriter { file })
+        Ok(SessionLogWriter {
+            file,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Appends one record as a line. One write per line, so a crash leaves at most a truncated
@@ -31,6 +48,30 @@ impl SessionLogWriter {
     }
 }
 
+/// A write to the session log failed. The agent reports the first one (see
+/// [`Agent::log_error`](crate::Agent::log_error)) and closes the log.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot write the session log {}: {message}", path.display())]
+#[non_exhaustive]
+pub struct LogWriteError {
+    /// The log file.
+    pub path: PathBuf,
+    /// The kind of I/O error.
+    pub kind: io::ErrorKind,
+    /// The I/O error's message.
+    pub message: String,
+}
+
+impl LogWriteError {
+    pub(crate) fn new(path: &Path, error: &io::Error) -> LogWriteError {
+        LogWriteError {
+            path: path.to_owned(),
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// A line the reader could not use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SkippedLine {
@@ -40,13 +81,165 @@ pub struct SkippedLine {
     pub error: String,
 }
 
+/// A line kept although part of it was not understood: a `tool/result` whose `error` names a
+/// failure code (or shape) this version does not know, as a log written by a newer version
+/// may. The event is kept without its `error`; its content (the text the model read, which
+/// names the failure) and the card stay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RepairedLine {
+    /// The 1-based line number.
+    pub line: usize,
+    /// The JSON pointer of the field that was set aside, e.g. `/error`.
+    pub pointer: String,
+    /// That field's JSON text, kept as text.
+    pub text: String,
+}
+
+/// Why a log could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogReadError {
+    /// The file could not be opened or read.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// A line is longer than the limit ([`MAX_LINE_BYTES`] for [`SessionLog::read`]).
+    #[error("line {line} is longer than {limit} bytes")]
+    LineTooLong {
+        /// The 1-based line number.
+        line: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+}
+
+/// One line of a log, as the reader understood it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum LogEntry {
+    /// An event.
+    Event(EventRecord),
+    /// An event kept without a field this version does not understand.
+    Repaired(EventRecord, RepairedLine),
+    /// A line that is not an event (garbage, a truncated last line).
+    Skipped(SkippedLine),
+}
+
+/// The lines of a log, read one at a time with at most one line in memory (see
+/// [`SessionLog::lines`]). Blank lines are passed over; invalid UTF-8 is replaced, so only its
+/// line is affected. After an error the iterator ends.
+#[derive(Debug)]
+pub struct LogLines<R> {
+    reader: R,
+    line: usize,
+    limit: usize,
+    buffer: Vec<u8>,
+    finished: bool,
+}
+
+impl<R: BufRead> LogLines<R> {
+    /// Reads log lines from `reader`, refusing lines longer than `limit` bytes.
+    pub fn new(reader: R, limit: usize) -> LogLines<R> {
+        LogLines {
+            reader,
+            line: 0,
+            limit,
+            buffer: Vec::new(),
+            finished: false,
+        }
+    }
+
+    fn next_line(&mut self) -> Result<Option<LogEntry>, LogReadError> {
+        loop {
+            self.buffer.clear();
+            // One byte over the limit tells a line of exactly `limit` bytes without its newline
+            // from a longer one, without reading the longer one further.
+            let cap = u64::try_from(self.limit)
+                .unwrap_or(u64::MAX)
+                .saturating_add(1);
+            let read = (&mut self.reader)
+                .take(cap)
+                .read_until(b'\n', &mut self.buffer)?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if self.buffer.last() == Some(&b'\n') {
+                self.buffer.pop();
+            }
+            if self.buffer.len() > self.limit {
+                return Err(LogReadError::LineTooLong {
+                    line: self.line,
+                    limit: self.limit,
+                });
+            }
+            let text = String::from_utf8_lossy(&self.buffer);
+            if text.trim().is_empty() {
+                continue;
+            }
+            return Ok(Some(parse_line(self.line, &text)));
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for LogLines<R> {
+    type Item = Result<LogEntry, LogReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        let next = self.next_line().transpose();
+        if !matches!(next, Some(Ok(_))) {
+            self.finished = true;
+        }
+        next
+    }
+}
+
+/// Parses one non-blank line.
+fn parse_line(line: usize, text: &str) -> LogEntry {
+    match EventRecord::from_json_line(text) {
+        Ok(record) => LogEntry::Event(record),
+        Err(error) => match repair(line, text) {
+            Some((record, repaired)) => LogEntry::Repaired(record, repaired),
+            None => LogEntry::Skipped(SkippedLine {
+                line,
+                error: error.to_string(),
+            }),
+        },
+    }
+}
+
+/// Keeps a `tool/result` whose `error` this version cannot read (a failure code added later):
+/// the event without it, and the field as text.
+fn repair(line: usize, text: &str) -> Option<(EventRecord, RepairedLine)> {
+    let mut value: Value = serde_json::from_str(text).ok()?;
+    if value.get("type").and_then(Value::as_str) != Some("tool/result") {
+        return None;
+    }
+    let error = value.as_object_mut()?.remove("error")?;
+    let record = dsh_tools::json::from_value::<EventRecord>(&value).ok()?;
+    Some((
+        record,
+        RepairedLine {
+            line,
+            pointer: String::from("/error"),
+            text: error.to_string(),
+        },
+    ))
+}
+
 /// A log as read back: the events that parsed, and the lines that did not.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SessionLog {
-    /// The events, in file order.
+    /// The events, in file order (repaired ones included).
     pub events: Vec<EventRecord>,
     /// The malformed lines (garbage, a truncated last line), counted and skipped.
     pub skipped: Vec<SkippedLine>,
+    /// The lines kept without a field this version does not understand.
+    pub repaired: Vec<RepairedLine>,
 }
 
 impl SessionLog {
@@ -58,21 +251,38 @@ impl SessionLog {
             if line.trim().is_empty() {
                 continue;
             }
-            match EventRecord::from_json_line(line) {
-                Ok(record) => log.events.push(record),
-                Err(error) => log.skipped.push(SkippedLine {
-                    line: i + 1,
-                    error: error.to_string(),
-                }),
-            }
+            log.push(parse_line(i + 1, line));
         }
         log
     }
 
-    /// Reads and parses a log file. Invalid UTF-8 is replaced, so only its lines are skipped.
-    pub fn read(path: impl AsRef<Path>) -> io::Result<SessionLog> {
-        let bytes = std::fs::read(path)?;
-        Ok(SessionLog::parse(&String::from_utf8_lossy(&bytes)))
+    /// Reads and parses a log file, a line at a time. Invalid UTF-8 is replaced, so only its
+    /// lines are skipped. Fails when the file cannot be read or a line is longer than
+    /// [`MAX_LINE_BYTES`].
+    pub fn read(path: impl AsRef<Path>) -> Result<SessionLog, LogReadError> {
+        let mut log = SessionLog::default();
+        for entry in SessionLog::lines(path)? {
+            log.push(entry?);
+        }
+        Ok(log)
+    }
+
+    /// The lines of a log file, streamed (at most [`MAX_LINE_BYTES`] in memory at a time), for
+    /// a reader that does not need the whole log at once.
+    pub fn lines(path: impl AsRef<Path>) -> io::Result<LogLines<BufReader<File>>> {
+        let file = File::open(path)?;
+        Ok(LogLines::new(BufReader::new(file), MAX_LINE_BYTES))
+    }
+
+    fn push(&mut self, entry: LogEntry) {
+        match entry {
+            LogEntry::Event(record) => self.events.push(record),
+            LogEntry::Repaired(record, repaired) => {
+                self.events.push(record);
+                self.repaired.push(repaired);
+            }
+            LogEntry::Skipped(skipped) => self.skipped.push(skipped),
+        }
     }
 }
 

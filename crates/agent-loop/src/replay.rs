@@ -129,6 +129,49 @@ pub fn replay_cards(registry: &ToolRegistry, events: &[EventRecord]) -> Vec<Call
     tracker.into_cards()
 }
 
+/// The cards of one session of a log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ReplayedSession {
+    /// The session id, from its `session/start` (`None` for events before any).
+    pub session_id: Option<String>,
+    /// Its cards, in call order.
+    pub cards: Vec<CallCards>,
+}
+
+/// Replays a log that may hold several sessions (one appended after another) into the cards of
+/// each: every `session/start` after the first event begins a new session with a tracker of
+/// its own, so a call id used in two sessions never pairs a call of one with a result of the
+/// other.
+pub fn replay_sessions(registry: &ToolRegistry, events: &[EventRecord]) -> Vec<ReplayedSession> {
+    let mut sessions = Vec::new();
+    let mut current: Option<(Option<String>, CardTracker)> = None;
+    for record in events {
+        if let SessionEvent::SessionStart { session_id, .. } = &record.event {
+            if let Some((id, tracker)) = current.take() {
+                sessions.push(ReplayedSession {
+                    session_id: id,
+                    cards: tracker.into_cards(),
+                });
+            }
+            current = Some((
+                Some(session_id.clone()),
+                CardTracker::new(registry.clone(), None),
+            ));
+        }
+        current
+            .get_or_insert_with(|| (None, CardTracker::new(registry.clone(), None)))
+            .1
+            .observe(&record.event);
+    }
+    sessions.extend(current.map(|(id, tracker)| ReplayedSession {
+        session_id: id,
+        cards: tracker.into_cards(),
+    }));
+    sessions
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,9 @@
 //! # Ok::<(), mock_adapter::ScriptError>(())
 //! ```
 //!
+//! A step's `delayMs` is a whole number of milliseconds up to [`MAX_DELAY_MS`]; any other value
+//! is refused naming the field as a JSON pointer (`/steps/1/delayMs`).
+//!
 //! It deliberately does not simulate a provider's HTTP behaviour; it drives the `ModelAdapter`
 //! seam directly.
 
@@ -157,6 +160,10 @@ impl From<Response> for Step {
     }
 }
 
+/// The longest delay a script step may ask for, in milliseconds (ten minutes): longer than any
+/// test or demo needs, short enough that a typo cannot park a run for days.
+pub const MAX_DELAY_MS: u64 = 600_000;
+
 /// Why a JSON script was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -169,6 +176,14 @@ pub enum ScriptError {
     Step {
         /// The 1-based step.
         step: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A field's value is out of range or of the wrong type.
+    #[error("invalid script: {pointer}: {message}")]
+    Field {
+        /// The field, as a JSON pointer into the script (`/steps/0/delayMs`).
+        pointer: String,
         /// What is wrong.
         message: String,
     },
@@ -228,8 +243,10 @@ struct ScriptStep {
     tool_calls: Vec<ScriptToolCall>,
     #[serde(default)]
     error: Option<String>,
+    /// Read as any JSON so that a negative, fractional or huge value is reported with its
+    /// field's pointer, like one over [`MAX_DELAY_MS`].
     #[serde(default)]
-    delay_ms: Option<u64>,
+    delay_ms: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -267,7 +284,8 @@ impl MockAdapter {
 
     /// Loads a JSON script (the `dsh-agent run --script` format). A step is `{ "error": … }`
     /// alone, or a response with `text` and/or `toolCalls`, optional `reasoning` and an
-    /// optional `delayMs`.
+    /// optional `delayMs` (an integer from 0 to [`MAX_DELAY_MS`]; any other value is refused,
+    /// naming the field as a JSON pointer).
     pub fn from_json(text: &str) -> Result<MockAdapter, ScriptError> {
         let file: ScriptFile = dsh_tools::json::from_str(text)?;
         let mut steps = Vec::with_capacity(file.steps.len());
@@ -323,7 +341,10 @@ impl MockAdapter {
                 text: step.text.unwrap_or_default(),
                 reasoning: step.reasoning,
                 tool_calls: calls,
-                delay: step.delay_ms.map(Duration::from_millis),
+                delay: match &step.delay_ms {
+                    Some(value) => Some(delay(i, value)?),
+                    None => None,
+                },
             }));
         }
         Ok(MockAdapter::new(steps))
@@ -388,6 +409,19 @@ impl MockAdapter {
             .steps
             .pop_front()
             .ok_or_else(|| ModelError::new(format!("script exhausted at request {number}")))
+    }
+}
+
+/// The delay of step `index` (0-based), checked against [`MAX_DELAY_MS`].
+fn delay(index: usize, value: &Value) -> Result<Duration, ScriptError> {
+    match value.as_u64() {
+        Some(ms) if ms <= MAX_DELAY_MS => Ok(Duration::from_millis(ms)),
+        _ => Err(ScriptError::Field {
+            pointer: format!("/steps/{index}/delayMs"),
+            message: format!(
+                "must be a whole number of milliseconds from 0 to {MAX_DELAY_MS}, not {value}"
+            ),
+        }),
     }
 }
 
@@ -543,6 +577,32 @@ mod tests {
         );
         let err = MockAdapter::from_json("{\"stepz\": []}").unwrap_err();
         assert!(err.to_string().contains("unknown field `stepz`"), "{err}");
+    }
+
+    #[test]
+    fn delays_are_bounded_and_a_bad_one_names_its_field() {
+        let script = |delay: &str| {
+            format!(
+                r#"{{ "steps": [ {{ "text": "a" }}, {{ "text": "b", "delayMs": {delay} }} ] }}"#
+            )
+        };
+        for delay in ["600001", "18446744073709551616", "-1", "1.5", "\"10\""] {
+            let err = MockAdapter::from_json(&script(delay)).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "invalid script: /steps/1/delayMs: must be a whole number of milliseconds from 0 to 600000, not {delay}"
+                ),
+                "{delay}"
+            );
+        }
+        for (delay, expected) in [("0", 0), ("600000", MAX_DELAY_MS)] {
+            let mock = MockAdapter::from_json(&script(delay)).unwrap();
+            let Step::Respond(response) = &mock.lock().steps[1] else {
+                panic!("{delay}");
+            };
+            assert_eq!(response.delay, Some(Duration::from_millis(expected)));
+        }
     }
 
     #[test]

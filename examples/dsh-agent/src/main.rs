@@ -17,7 +17,8 @@ mod cli;
 mod render;
 
 use agent_loop::{
-    Agent, AgentDirectory, CardTracker, EventRecord, SessionEvent, SessionLog, TurnEndReason,
+    Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, SessionEvent,
+    SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
 use cli::{Command, RunOptions, USAGE};
@@ -232,10 +233,16 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     }
     directory.wait_woken().await;
     agent.wait_idle().await;
-    // Disposing the agent kills the jobs it still owns.
+    // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
     agent.dispose().await;
     jobs.teardown().await;
+    if let Some(failure) = agent.log_error() {
+        return Err(Failure::new(1, failure.to_string()));
+    }
     let ending = std::mem::take(&mut *ending.lock().unwrap_or_else(|e| e.into_inner()));
+    for notice in &ending.undelivered {
+        eprintln!("dsh-agent: this notice never reached the model: {notice}");
+    }
     ending.verdict(first.reason)?;
     // A script with steps left over did not play out as written.
     model
@@ -243,29 +250,44 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
         .map_err(|e| Failure::new(1, e.to_string()))
 }
 
-/// How the session ended, as its events tell: the last turn's reason (woken turns included)
-/// and the last model error.
+/// How the session ended, as its events tell: the last turn's reason (woken turns included),
+/// the last model error and the notices no turn took.
 #[derive(Debug, Default)]
 struct SessionEnding {
     last_reason: Option<TurnEndReason>,
     model_error: Option<String>,
+    undelivered: Vec<String>,
 }
 
 impl SessionEnding {
     fn observe(&mut self, event: &SessionEvent) {
         match event {
             SessionEvent::TurnEnd { reason, .. } => self.last_reason = Some(*reason),
+            // A log failure is reported from `Agent::log_error`, naming the log.
+            SessionEvent::Error { code, .. } if code.as_deref() == Some(LOG_WRITE_FAILED) => {}
             SessionEvent::Error { message, .. } => self.model_error = Some(message.clone()),
+            SessionEvent::ContextUndelivered { contexts } => self
+                .undelivered
+                .extend(contexts.iter().map(|c| c.content.clone())),
             _ => {}
         }
     }
 
     /// The exit verdict. A model error in any turn fails the run (a script that ran out must
-    /// not look like a success); otherwise the last turn decides. `first` stands in when no
-    /// `turn/end` was seen.
+    /// not look like a success), and so does a notice that never reached the model; otherwise
+    /// the last turn decides. `first` stands in when no `turn/end` was seen.
     fn verdict(self, first: TurnEndReason) -> Result<(), Failure> {
         if let Some(message) = self.model_error {
             return Err(Failure::new(1, message));
+        }
+        if !self.undelivered.is_empty() {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "{} job notice(s) never reached the model (the wake-up limit was spent)",
+                    self.undelivered.len()
+                ),
+            ));
         }
         match self.last_reason.unwrap_or(first) {
             TurnEndReason::Completed | TurnEndReason::Concluded => Ok(()),
@@ -314,28 +336,95 @@ async fn settle_background(
 }
 
 fn replay(path: &str, json: bool) -> Result<(), Failure> {
-    let log = SessionLog::read(path)
-        .map_err(|e| Failure::new(2, format!("cannot read the log {path}: {e}")))?;
-    if !log.skipped.is_empty() {
-        let lines: Vec<String> = log.skipped.iter().map(|s| s.line.to_string()).collect();
+    let unreadable =
+        |e: &dyn std::fmt::Display| Failure::new(2, format!("cannot read the log {path}: {e}"));
+    let lines = SessionLog::lines(path).map_err(|e| unreadable(&e))?;
+    let (registry, _) = registry(true);
+    let style = Style::detect();
+    // One session at a time, read a line at a time: memory holds one line and the cards of
+    // the current session, whatever the size of the log. A `session/start` after other events
+    // begins a new session (logs appended to), with a tracker of its own.
+    let mut session: Option<ReplaySession> = None;
+    let mut events = 0usize;
+    let mut skipped = Vec::new();
+    for entry in lines {
+        let record = match entry.map_err(|e| unreadable(&e))? {
+            LogEntry::Event(record) => record,
+            LogEntry::Repaired(record, repaired) => {
+                eprintln!(
+                    "dsh-agent: line {} of {path}: kept without {} (not understood: {})",
+                    repaired.line, repaired.pointer, repaired.text
+                );
+                record
+            }
+            LogEntry::Skipped(line) => {
+                skipped.push(line.line.to_string());
+                continue;
+            }
+            _ => continue,
+        };
+        events += 1;
+        if let SessionEvent::SessionStart { session_id, .. } = &record.event {
+            if let Some(done) = session.take() {
+                done.print(json, style)?;
+            }
+            session = Some(ReplaySession::new(&registry, Some(session_id.clone())));
+        }
+        session
+            .get_or_insert_with(|| ReplaySession::new(&registry, None))
+            .tracker
+            .observe(&record.event);
+    }
+    if let Some(done) = session {
+        done.print(json, style)?;
+    }
+    if !skipped.is_empty() {
         eprintln!(
             "dsh-agent: skipped {} malformed line(s) of {path}: {}",
-            log.skipped.len(),
-            lines.join(", ")
+            skipped.len(),
+            skipped.join(", ")
         );
     }
-    let (registry, _) = registry(true);
-    let cards = agent_loop::replay_cards(&registry, &log.events);
-    let style = Style::detect();
-    for card in &cards {
-        if json {
-            let line = serde_json::to_string(card).context("serialising a card")?;
-            println!("{line}");
-        } else {
-            println!("{}", render::cards(card, style));
-        }
+    if events == 0 {
+        return Err(Failure::new(1, format!("{path} holds no session event")));
     }
     Ok(())
+}
+
+/// One session of a replayed log and its cards so far.
+struct ReplaySession {
+    id: Option<String>,
+    tracker: CardTracker,
+}
+
+impl ReplaySession {
+    fn new(registry: &ToolRegistry, id: Option<String>) -> ReplaySession {
+        ReplaySession {
+            id,
+            tracker: CardTracker::new(registry.clone(), None),
+        }
+    }
+
+    /// Prints the session: a heading and its cards, or in JSON one card per line, each naming
+    /// its session (`sessionId`).
+    fn print(self, json: bool, style: Style) -> Result<(), Failure> {
+        if !json {
+            let name = self.id.as_deref().unwrap_or("(no session/start)");
+            println!("session {name}");
+        }
+        for card in self.tracker.into_cards() {
+            if json {
+                let mut value = serde_json::to_value(&card).context("serialising a card")?;
+                if let (Some(id), Some(object)) = (&self.id, value.as_object_mut()) {
+                    object.insert(String::from("sessionId"), id.clone().into());
+                }
+                println!("{value}");
+            } else {
+                println!("{}", render::cards(&card, style));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

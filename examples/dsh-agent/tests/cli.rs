@@ -63,7 +63,7 @@ fn the_demo_runs_every_stage_and_exits_zero() {
     assert_eq!(text.matches("— turn ended: completed").count(), 2, "{text}");
 }
 
-const EVENT_TYPES: [&str; 10] = [
+const EVENT_TYPES: [&str; 11] = [
     "session/start",
     "user/message",
     "model/request",
@@ -71,6 +71,7 @@ const EVENT_TYPES: [&str; 10] = [
     "tool/call",
     "tool/result",
     "context/inject",
+    "context/undelivered",
     "job/end",
     "turn/end",
     "error",
