@@ -25,7 +25,7 @@ use crate::shell::{
     ProcessStatus, ShellError, ShellExecutor, ShellLimits, ShellProcess, ShellRequest,
     ShellRunResult, ShellSpec, Stream, StreamRead,
 };
-use crate::supervisor::{ShellEnd, Supervised};
+use crate::supervisor::{Launch, ShellEnd, Supervised};
 use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -36,7 +36,6 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -168,30 +167,21 @@ impl LocalExecutor {
         self.spill.clone()
     }
 
-    fn command(&self, spec: &ShellSpec) -> Command {
-        let mut command = Command::new(self.bash.as_path());
-        command
-            .arg("-c")
-            .arg(&spec.command)
-            .current_dir(&spec.workdir)
-            .env_clear()
-            .envs(child_env(std::env::vars_os(), &spec.env, &spec.managed))
-            .stdin(if spec.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
-        command
+    fn launch(&self, spec: &ShellSpec) -> Launch {
+        Launch {
+            program: self.bash.as_path().to_path_buf(),
+            args: vec!["-c".into(), spec.command.clone().into()],
+            env: child_env(std::env::vars_os(), &spec.env, &spec.managed),
+            workdir: spec.workdir.clone(),
+            stdin_piped: spec.stdin.is_some(),
+        }
     }
 
     /// Starts the command under its supervisor and registers the shell's group with the orphan
     /// guard.
     async fn spawn(&self, spec: &mut ShellSpec) -> Result<Supervised, ShellError> {
         self.guard.ensure_running(&self.bash);
-        let mut supervised = Supervised::spawn(self.command(spec))
+        let mut supervised = Supervised::spawn(self.launch(spec))
             .await
             .map_err(|error| {
                 if error.kind() == std::io::ErrorKind::NotFound {

@@ -32,16 +32,94 @@
 // sound. Nothing else in the crate uses `unsafe`.
 #![allow(unsafe_code)]
 
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
-/// The name a forked shell carries until `exec` replaces it. A shell that is reaped still
-/// bearing it never ran: its `exec` failed, and the supervisor leaves at once.
-const EXEC_PENDING: &[u8] = b"dsh-exec-wait\0";
+/// What to start: `program` with `args` (after `argv[0]`) and exactly `env`, in `workdir`.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    /// The shell binary (an absolute path: it is executed without a `PATH` search).
+    pub(crate) program: PathBuf,
+    /// The arguments after `argv[0]`.
+    pub(crate) args: Vec<OsString>,
+    /// The complete environment.
+    pub(crate) env: Vec<(OsString, OsString)>,
+    /// The working directory.
+    pub(crate) workdir: PathBuf,
+    /// Whether stdin is a pipe (for trusted `stdin` bytes) rather than `/dev/null`.
+    pub(crate) stdin_piped: bool,
+}
+
+/// A launch turned into the C strings `execve` takes, built in the harness before the fork so
+/// the forked side only reads them.
+struct ExecPlan {
+    program: CString,
+    _args: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    _env: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into the `CString`s the plan owns, which are never mutated; the
+// plan is read (never written) by the forked side only.
+unsafe impl Send for ExecPlan {}
+// SAFETY: as above: shared access is read-only.
+unsafe impl Sync for ExecPlan {}
+
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the command or its environment contains a NUL byte",
+        )
+    })
+}
+
+impl ExecPlan {
+    fn new(launch: &Launch) -> io::Result<ExecPlan> {
+        let program = c_string(launch.program.as_os_str().as_bytes())?;
+        let zeroth = launch.program.file_name().map_or_else(
+            || program.clone(),
+            |name| CString::new(name.as_bytes()).unwrap_or_default(),
+        );
+        let mut args = vec![zeroth];
+        for arg in &launch.args {
+            args.push(c_string(arg.as_bytes())?);
+        }
+        let mut env = Vec::with_capacity(launch.env.len());
+        for (name, value) in &launch.env {
+            let mut entry = Vec::with_capacity(name.len() + value.len() + 1);
+            entry.extend_from_slice(name.as_bytes());
+            entry.push(b'=');
+            entry.extend_from_slice(value.as_bytes());
+            env.push(c_string(&entry)?);
+        }
+        let argv = args
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect();
+        let envp = env
+            .iter()
+            .map(|e| e.as_ptr())
+            .chain([std::ptr::null()])
+            .collect();
+        Ok(ExecPlan {
+            program,
+            _args: args,
+            argv,
+            _env: env,
+            envp,
+        })
+    }
+}
 
 /// A command running under its supervisor (see the module docs).
 #[derive(Debug)]
@@ -82,19 +160,34 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 impl Supervised {
-    /// Spawns `command` (a `bash -c …` with its stdio set) under a supervisor. The command's own
-    /// process-group setting is replaced: the supervisor and the shell each lead their own group.
-    pub(crate) async fn spawn(mut command: Command) -> io::Result<Supervised> {
+    /// Starts `launch` under a supervisor: the supervisor and the shell each lead their own
+    /// process group; the shell's stdout and stderr are pipes to the harness.
+    pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
+        let plan = ExecPlan::new(&launch)?;
         let (control_read, control_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
         let control = control_read.as_raw_fd();
         let report = report_write.as_raw_fd();
-        command.process_group(0);
+        // The standard library forks the supervisor and sets up its stdio, working directory
+        // and group; the supervisor never returns to it, so its program is never executed.
+        let mut command = Command::new(&launch.program);
+        command
+            .current_dir(&launch.workdir)
+            .stdin(if launch.stdin_piped {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false);
+        command.as_std_mut().process_group(0);
         // SAFETY: the hook runs in the forked child and calls only async-signal-safe functions
         // (see `become_supervisor`); the descriptors it uses stay open in the parent until
-        // `spawn` has returned, so the child inherits them.
+        // `spawn` has returned, so the child inherits them, and the plan it reads is owned by
+        // the hook itself.
         unsafe {
-            command.pre_exec(move || become_supervisor(control, report));
+            command.pre_exec(move || become_supervisor(&plan, control, report));
         }
         let spawned = command.spawn();
         // The child's ends: the supervisor has its copies now.
@@ -195,10 +288,11 @@ impl Supervised {
 // The forked side. Nothing below may allocate, lock, or use the standard library's I/O: it runs
 // between `fork` and `exec` of a multi-threaded process (and, for the supervisor, forever after).
 
-/// The `pre_exec` hook: turns the forked child into the supervisor and forks the shell, which
-/// returns from the hook to be replaced by `bash`. The supervisor never returns.
-fn become_supervisor(control: RawFd, report: RawFd) -> io::Result<()> {
-    // SAFETY: only async-signal-safe system calls on plain values and stack memory.
+/// The `pre_exec` hook: turns the forked child into the supervisor and starts the shell as its
+/// child, then supervises. It returns only with an error (which the standard library reports to
+/// `spawn`): the supervisor's program is never executed.
+fn become_supervisor(plan: &ExecPlan, control: RawFd, report: RawFd) -> io::Result<()> {
+    // SAFETY: only async-signal-safe system calls on plain values, stack memory and the plan.
     unsafe {
         if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
             return Err(io::Error::last_os_error());
@@ -215,22 +309,82 @@ fn become_supervisor(control: RawFd, report: RawFd) -> io::Result<()> {
             libc::sigaddset(&mut handled, signal);
         }
         let mut previous: libc::sigset_t = std::mem::zeroed();
-        // Blocked before the fork, so no SIGCHLD of the shell can be missed.
+        // Blocked before the shell starts, so none of its SIGCHLDs can be missed.
         if libc::sigprocmask(libc::SIG_BLOCK, &handled, &mut previous) != 0 {
             return Err(io::Error::last_os_error());
         }
-        match libc::fork() {
-            -1 => Err(io::Error::last_os_error()),
-            0 => {
-                // The shell: the signal mask it was given, a group of its own, and a name that
-                // tells the supervisor whether `exec` happened.
-                libc::sigprocmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_NAME, EXEC_PENDING.as_ptr());
-                Ok(())
-            }
-            shell => supervise(shell, control, report, &handled),
+        let shell = start_shell(plan, &previous)?;
+        supervise(shell, control, report, &handled)
+    }
+}
+
+/// What the shell-to-be reads: the plan, the signal mask to restore, and where to leave the
+/// error of a failed `execve`.
+struct ShellStart<'a> {
+    plan: &'a ExecPlan,
+    mask: &'a libc::sigset_t,
+    failed: *mut libc::c_int,
+}
+
+/// The shell-to-be: runs on its own stack in the supervisor's memory (the supervisor waits,
+/// suspended, until `execve` succeeds or this exits), so it only reads the plan and writes the
+/// error of a failed `execve` where the supervisor will look.
+extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `ShellStart` the supervisor passed, alive until this returns or
+    // execs (the supervisor is suspended meanwhile); only async-signal-safe calls follow.
+    unsafe {
+        let start = &*(arg as *const ShellStart<'_>);
+        libc::sigprocmask(libc::SIG_SETMASK, start.mask, std::ptr::null_mut());
+        libc::setpgid(0, 0);
+        libc::execve(
+            start.plan.program.as_ptr(),
+            start.plan.argv.as_ptr(),
+            start.plan.envp.as_ptr(),
+        );
+        *start.failed = *libc::__errno_location();
+        libc::_exit(127)
+    }
+}
+
+/// Starts the shell the way `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)` onto a stack
+/// of its own, so no page table is copied, and returns once it has executed `bash`. A failed
+/// `execve` comes back as its error.
+///
+/// # Safety
+/// As for [`supervise`]; `previous` is the signal mask the shell gets.
+unsafe fn start_shell(plan: &ExecPlan, previous: &libc::sigset_t) -> io::Result<libc::pid_t> {
+    // The shell-to-be's stack: `execve` needs little, and the supervisor is suspended while it
+    // is in use.
+    let mut stack = [0u8; 32 * 1024];
+    let mut failed: libc::c_int = 0;
+    let start = ShellStart {
+        plan,
+        mask: previous,
+        failed: &mut failed,
+    };
+    // SAFETY: the stack is this frame's, 16-byte aligned at its top and unused by anything
+    // else while the child runs; `start` outlives the child's use of it (CLONE_VFORK).
+    unsafe {
+        let top = stack.as_mut_ptr().add(stack.len());
+        let top = top.sub(top as usize % 16);
+        let shell = libc::clone(
+            exec_shell,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&raw const start).cast_mut().cast(),
+        );
+        if shell == -1 {
+            return Err(io::Error::last_os_error());
         }
+        let errno = std::ptr::read_volatile(&raw const failed);
+        if errno != 0 {
+            let mut status = 0;
+            libc::waitpid(shell, &mut status, 0);
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        // Also from this side, so the shell's group exists before the harness hears its pid.
+        libc::setpgid(shell, shell);
+        Ok(shell)
     }
 }
 
@@ -246,8 +400,6 @@ unsafe fn supervise(
 ) -> ! {
     // SAFETY: async-signal-safe system calls on plain values and stack memory only.
     unsafe {
-        // Also from this side, so the shell's group exists before the harness hears its pid.
-        libc::setpgid(shell, shell);
         // A harness gone mid-report must not kill the supervisor with SIGPIPE.
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
         let signals = libc::signalfd(-1, handled, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
@@ -284,8 +436,9 @@ unsafe fn supervise(
                         stop = true;
                     }
                 }
-                if reap_exited(shell, report) == Reaped::ExecFailed {
-                    // `spawn` reports the failure and reaps this process; nothing ran.
+                if reap_exited(shell, report) == Reaped::None {
+                    // The shell was reaped and nothing is left below: nothing can ever be
+                    // re-parented here again, so there is nothing to sweep.
                     libc::_exit(0);
                 }
                 if stop {
@@ -308,8 +461,6 @@ enum Reaped {
     Running,
     /// No child is left.
     None,
-    /// The shell was reaped before `exec` replaced it.
-    ExecFailed,
 }
 
 /// Reaps every child that has exited, reporting the shell's status when it is among them.
@@ -321,18 +472,6 @@ unsafe fn reap_exited(shell: libc::pid_t, report: RawFd) -> Reaped {
     unsafe {
         loop {
             let mut status = 0;
-            // Peek at the shell first: its name tells whether `exec` happened.
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let peeked = libc::waitid(
-                libc::P_PID,
-                shell as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            );
-            if peeked == 0 && info.si_pid() == shell && still_named_pending(shell) {
-                libc::waitpid(shell, &mut status, 0);
-                return Reaped::ExecFailed;
-            }
             match libc::waitpid(-1, &mut status, libc::WNOHANG) {
                 0 => return Reaped::Running,
                 pid if pid > 0 => {
@@ -560,33 +699,6 @@ unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
             .saturating_add(i32::from(byte - b'0'));
     }
     Some(parent)
-}
-
-/// Whether `pid` (a zombie not yet reaped) still bears [`EXEC_PENDING`] as its name.
-///
-/// # Safety
-/// As for [`supervise`].
-unsafe fn still_named_pending(pid: libc::pid_t) -> bool {
-    let mut path = [0u8; 64];
-    let Some(path) = proc_path(&mut path, pid, b"comm") else {
-        return false;
-    };
-    let mut name = [0u8; 32];
-    // SAFETY: `path` is NUL-terminated; `name` is stack memory of the given length.
-    let read = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return false;
-        }
-        let read = libc::read(fd, name.as_mut_ptr().cast(), name.len());
-        libc::close(fd);
-        read
-    };
-    let expected = &EXEC_PENDING[..EXEC_PENDING.len() - 1];
-    usize::try_from(read).is_ok_and(|read| {
-        let name = &name[..read];
-        name.strip_suffix(b"\n").unwrap_or(name) == expected
-    })
 }
 
 /// Writes one native-endian word; a harness that is gone is not an error here.

@@ -3,9 +3,21 @@
 //! the group is out of reach). The API matches the Linux supervisor, so the local executor has
 //! one code path.
 
+use std::ffi::OsString;
 use std::io;
-use std::process::ExitStatus;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// What to start: `program` with `args` and exactly `env`, in `workdir`.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<OsString>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) workdir: PathBuf,
+    pub(crate) stdin_piped: bool,
+}
 
 /// A command running in its own process group.
 #[derive(Debug)]
@@ -25,8 +37,22 @@ pub(crate) enum ShellEnd {
 }
 
 impl Supervised {
-    pub(crate) async fn spawn(mut command: Command) -> io::Result<Supervised> {
-        command.process_group(0);
+    pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
+        let mut command = Command::new(&launch.program);
+        command
+            .args(&launch.args)
+            .current_dir(&launch.workdir)
+            .env_clear()
+            .envs(launch.env)
+            .stdin(if launch.stdin_piped {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false)
+            .process_group(0);
         let process = command.spawn()?;
         let shell = process
             .id()
