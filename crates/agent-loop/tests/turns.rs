@@ -248,7 +248,12 @@ async fn cancelling_mid_tool_ends_cancelled_and_keeps_every_call_paired() {
                 error: None,
                 meta: None,
             },
-            failure("c2", "slow", FailureCode::Aborted, ABORTED),
+            failure(
+                "c2",
+                "slow",
+                FailureCode::Aborted,
+                &format!("{ABORTED_WITH}stopped")
+            ),
             failure(
                 "c3",
                 "echo",
@@ -264,7 +269,7 @@ async fn cancelling_mid_tool_ends_cancelled_and_keeps_every_call_paired() {
         tool_messages(next),
         vec![
             ("c1".into(), "before".into(), false),
-            ("c2".into(), format!("Error: {ABORTED}"), true),
+            ("c2".into(), format!("Error: {ABORTED_WITH}stopped"), true),
             (
                 "c3".into(),
                 format!("Error: {ABORTED_BEFORE_DISPATCH}"),
@@ -274,7 +279,9 @@ async fn cancelling_mid_tool_ends_cancelled_and_keeps_every_call_paired() {
     );
 }
 
-const ABORTED: &str = "the call was cancelled while it ran";
+/// The body still returned a value after the cancellation: its text follows.
+const ABORTED_WITH: &str =
+    "the call was cancelled while it ran; what it reported before it stopped:\n";
 const ABORTED_BEFORE_DISPATCH: &str = "the call was cancelled before it started";
 
 #[tokio::test]

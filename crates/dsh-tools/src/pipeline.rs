@@ -173,10 +173,7 @@ async fn run_pipeline(
             )
         );
         if execution.signal.is_cancelled() && cancellation_outcome {
-            break 'dispatch ToolResult::failure(
-                FailureCode::Aborted,
-                "the call was cancelled while it ran",
-            );
+            break 'dispatch aborted_while_running(&result);
         }
         result
     };
@@ -194,6 +191,26 @@ async fn run_pipeline(
 
 fn args_placeholder() -> Arc<Value> {
     Arc::new(Value::Null)
+}
+
+/// The `ABORTED` result of a body that ran while its caller cancelled. A body that still
+/// finished with a value may have done something the model must be able to find (a background
+/// job it started, output it saved to a file), so that value's text follows the abort message.
+fn aborted_while_running(result: &ToolResult) -> ToolResult {
+    const ABORTED: &str = "the call was cancelled while it ran";
+    let reported = if result.is_error {
+        String::new()
+    } else {
+        crate::content_text(&result.content)
+    };
+    if reported.trim().is_empty() {
+        ToolResult::failure(FailureCode::Aborted, ABORTED)
+    } else {
+        ToolResult::failure(
+            FailureCode::Aborted,
+            format!("{ABORTED}; what it reported before it stopped:\n{reported}"),
+        )
+    }
 }
 
 fn aborted_before_dispatch() -> ToolResult {

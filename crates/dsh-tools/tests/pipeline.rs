@@ -7,7 +7,7 @@ mod support;
 
 use dsh_tools::{
     ContentBlock, ExecContext, FailureCode, RegistrationError, Tool, ToolCall, ToolDefinition,
-    ToolError, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
+    ToolError, ToolFailure, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
 };
 use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
@@ -487,7 +487,9 @@ async fn cancelled_mid_flight(ending: Ending) -> dsh_tools::ToolResult {
     let (flag, notify) = (Arc::clone(&finished), Arc::clone(&started));
     let registry = ToolRegistry::new();
     let def = ToolDefinition::builder("slow", "Finish after the signal fires.")
-        .output(ToolOutput::new(ValueSchema::string(), |_, _| Vec::new()))
+        .output(ToolOutput::new(ValueSchema::string(), |_, value| {
+            vec![ContentBlock::text(value.as_str().unwrap_or_default())]
+        }))
         .execute(move |_, exec: ExecContext| {
             let (flag, notify) = (Arc::clone(&flag), Arc::clone(&notify));
             async move {
@@ -547,6 +549,49 @@ async fn a_body_cancelled_mid_flight_is_aborted_unless_it_panicked_or_refused_it
     for (ending, finish, code) in cases {
         outcomes.push((ending, cancelled_mid_flight(finish).await.code()));
         expected.push((ending, Some(code)));
+    }
+    assert_eq!(outcomes, expected);
+}
+
+#[tokio::test]
+async fn an_aborted_body_that_still_returned_a_value_keeps_its_text() {
+    // What a body finished with after the signal fired may be something the model has to find
+    // again (a job it started, a file it wrote), so an abort keeps a value's text; an error's
+    // text says nothing the abort does not.
+    let cases: [(&str, Ending, &str); 3] = [
+        (
+            "a value",
+            || Ok(json!("saved to /tmp/out-1")),
+            "the call was cancelled while it ran; what it reported before it stopped:\nsaved to /tmp/out-1",
+        ),
+        (
+            "an empty value",
+            || Ok(json!("")),
+            "the call was cancelled while it ran",
+        ),
+        (
+            "an error",
+            || Err(ToolError::failed("the read was cancelled")),
+            "the call was cancelled while it ran",
+        ),
+    ];
+    let mut outcomes = Vec::new();
+    let mut expected = Vec::new();
+    for (ending, finish, message) in cases {
+        let result = cancelled_mid_flight(finish).await;
+        outcomes.push((
+            ending,
+            result.error,
+            dsh_tools::content_text(&result.content),
+        ));
+        expected.push((
+            ending,
+            Some(ToolFailure {
+                message: message.to_owned(),
+                code: FailureCode::Aborted,
+            }),
+            format!("Error: {message}"),
+        ));
     }
     assert_eq!(outcomes, expected);
 }

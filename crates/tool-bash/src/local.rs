@@ -16,14 +16,16 @@
 //! Spill files live in one private directory per executor (`0700`, files `0600`, unguessable
 //! names) under the system temporary directory (or [`LocalConfig::spill_root`]). They are kept
 //! while the executor or any process it started is alive, and the directory is removed when the
-//! last of them is dropped, that is when the session's service tears down.
+//! last of them is dropped, that is when the session's service tears down. Together they hold
+//! at most [`LocalConfig::spill_budget_bytes`] (4 GiB): past it a stream's file stops (or is
+//! not created) and its result says so, while its in-memory window works as before.
 
 use crate::env::child_env;
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
-    Collected, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT, DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT,
-    ProcessStatus, ShellError, ShellExecutor, ShellLimits, ShellProcess, ShellRequest,
-    ShellRunResult, ShellSpec, Stream, StreamRead,
+    Collected, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT,
+    DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT, ProcessStatus, ShellError, ShellExecutor, ShellLimits,
+    ShellProcess, ShellRequest, ShellRunResult, ShellSpec, Stream, StreamRead,
 };
 use crate::supervisor::{Launch, ShellEnd, Supervised};
 use futures::future::BoxFuture;
@@ -33,6 +35,7 @@ use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -53,6 +56,9 @@ pub struct LocalConfig {
     pub background_window_bytes: usize,
     /// The most bytes of one stream kept in its spill file (1 GiB).
     pub spill_cap_bytes: u64,
+    /// The most bytes all spill files of this executor hold together (4 GiB). The executor
+    /// serves one session, so this is the session's disk budget for output.
+    pub spill_budget_bytes: u64,
     /// Between SIGTERM and SIGKILL, and the longest pipe drain after the shell exits (2 s).
     pub grace: Duration,
     /// Where the private spill directory is created (default: the system temp directory).
@@ -69,6 +75,7 @@ impl Default for LocalConfig {
             visible_bytes: DEFAULT_VISIBLE_BYTES,
             background_window_bytes: 64 * 1024,
             spill_cap_bytes: DEFAULT_SPILL_CAP_BYTES,
+            spill_budget_bytes: DEFAULT_SPILL_BUDGET_BYTES,
             grace: Duration::from_secs(2),
             spill_root: None,
             bash: PathBuf::from("bash"),
@@ -82,6 +89,10 @@ impl Default for LocalConfig {
 struct SpillDir {
     root: Option<PathBuf>,
     dir: OnceLock<tempfile::TempDir>,
+    /// The most bytes the files may hold together, and the bytes claimed so far (files are
+    /// kept until the directory goes, so claims are never given back).
+    budget: u64,
+    claimed: AtomicU64,
 }
 
 impl SpillDir {
@@ -117,6 +128,22 @@ impl SpillSink for SpillDir {
             .tempfile_in(dir)?;
         file.keep().map_err(|e| e.error)
     }
+
+    fn claim(&self, bytes: u64) -> u64 {
+        let mut granted = 0;
+        // Concurrent streams race for the last bytes; each claim is all-or-part, never more.
+        let _ = self
+            .claimed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |claimed| {
+                granted = bytes.min(self.budget.saturating_sub(claimed));
+                (granted > 0).then_some(claimed + granted)
+            });
+        granted
+    }
+
+    fn budget_bytes(&self) -> Option<u64> {
+        Some(self.budget)
+    }
 }
 
 /// The local executor (see the module docs).
@@ -146,6 +173,8 @@ impl LocalExecutor {
             spill: Arc::new(SpillDir {
                 root: config.spill_root.clone(),
                 dir: OnceLock::new(),
+                budget: config.spill_budget_bytes,
+                claimed: AtomicU64::new(0),
             }),
             bash: Arc::new(resolve_program(&config.bash)),
             guard: OrphanGuard::new(),

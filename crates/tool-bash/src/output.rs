@@ -5,6 +5,10 @@
 //! window, everything so far and everything after goes to a spill file (up to a whole-stream
 //! cap), and memory keeps only a head (≈ 1/3 of the window) and a rolling tail (≈ 2/3). Memory
 //! per stream is therefore bounded by the window whatever the output size.
+//!
+//! A [`SpillSink`] may also budget the bytes of all its files together: every write claims its
+//! room first, and a stream the budget stops keeps a byte-exact prefix in its file (or gets no
+//! file), with the reason in its results.
 
 use crate::shell::{Collected, StreamRead};
 use std::collections::VecDeque;
@@ -17,16 +21,39 @@ use std::sync::Arc;
 pub trait SpillSink: Send + Sync + std::fmt::Debug {
     /// Creates a new private file (`0600`, unguessable name) for `label`.
     fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)>;
+
+    /// Claims room for `bytes` more bytes of spill files and returns how many of them may be
+    /// written: fewer than asked once the sink's budget is used up. A sink without a budget
+    /// grants every byte (the default).
+    fn claim(&self, bytes: u64) -> u64 {
+        bytes
+    }
+
+    /// The total its spill files may hold, when the sink has a budget (named in the note a
+    /// result carries once it is used up).
+    fn budget_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Why a stream's spill file is missing or stops early once its sink's budget is used up.
+fn budget_used_up(sink: &dyn SpillSink) -> String {
+    match sink.budget_bytes() {
+        Some(budget) => format!("the session's spill budget of {budget} bytes is used up"),
+        None => String::from("the session's spill budget is used up"),
+    }
 }
 
 enum Spill {
     /// The stream still fits in memory.
     NotNeeded,
-    /// Every byte so far is in `file` (up to `cap`).
+    /// Every byte so far is in `file` (up to `cap`), unless `stopped` says why the file ends
+    /// early (the sink's budget ran out); it then holds the stream's first `written` bytes.
     Active {
         file: File,
         path: PathBuf,
         written: u64,
+        stopped: Option<String>,
     },
     /// The file could not be created or written; memory is all there is.
     Failed(String),
@@ -139,18 +166,27 @@ impl StreamCollector {
     }
 
     fn start_spill(&mut self, so_far: &[u8]) {
-        let Some(sink) = &self.sink else {
+        let Some(sink) = self.sink.clone() else {
             self.spill = Spill::Failed(String::from("no spill directory is configured"));
             return;
         };
+        // The room is claimed before the file exists, so a used-up budget leaves no empty file.
+        let wanted = (so_far.len() as u64).min(self.spill_cap);
+        let granted = sink.claim(wanted);
+        if granted == 0 && wanted > 0 {
+            tracing::warn!(stream = %self.label, "the spill budget is used up; not spilling");
+            self.spill = Spill::Failed(budget_used_up(sink.as_ref()));
+            return;
+        }
         match sink.create(&self.label) {
             Ok((file, path)) => {
                 self.spill = Spill::Active {
                     file,
                     path,
                     written: 0,
+                    stopped: None,
                 };
-                self.write_spill(so_far);
+                self.write_granted(&so_far[..granted as usize], granted < wanted);
             }
             Err(error) => {
                 tracing::warn!(stream = %self.label, "cannot create a spill file: {error}");
@@ -160,19 +196,50 @@ impl StreamCollector {
     }
 
     fn write_spill(&mut self, bytes: &[u8]) {
-        let cap = self.spill_cap;
-        if let Spill::Active { file, written, .. } = &mut self.spill {
-            let room = cap.saturating_sub(*written);
-            let take = (bytes.len() as u64).min(room) as usize;
-            if take == 0 {
-                return;
-            }
-            match file.write_all(&bytes[..take]) {
-                Ok(()) => *written += take as u64,
-                Err(error) => {
+        let Spill::Active {
+            written, stopped, ..
+        } = &self.spill
+        else {
+            return;
+        };
+        // A file the budget stopped stays a prefix of the stream: nothing is appended after a gap.
+        if stopped.is_some() {
+            return;
+        }
+        let wanted = (bytes.len() as u64).min(self.spill_cap.saturating_sub(*written));
+        if wanted == 0 {
+            return;
+        }
+        let granted = match &self.sink {
+            Some(sink) => sink.claim(wanted),
+            None => wanted,
+        };
+        self.write_granted(&bytes[..granted as usize], granted < wanted);
+    }
+
+    /// Appends bytes whose room was claimed; `budget_ran_out` stops the file after them.
+    fn write_granted(&mut self, bytes: &[u8], budget_ran_out: bool) {
+        let note = budget_ran_out.then(|| {
+            tracing::warn!(stream = %self.label, "the spill budget is used up; the spill file stops here");
+            self.sink.as_deref().map(budget_used_up).unwrap_or_default()
+        });
+        if let Spill::Active {
+            file,
+            written,
+            stopped,
+            ..
+        } = &mut self.spill
+        {
+            if !bytes.is_empty() {
+                if let Err(error) = file.write_all(bytes) {
                     tracing::warn!(stream = %self.label, "writing the spill file failed: {error}");
                     self.spill = Spill::Failed(format!("writing the spill file failed: {error}"));
+                    return;
                 }
+                *written += bytes.len() as u64;
+            }
+            if note.is_some() {
+                *stopped = note;
             }
         }
     }
@@ -221,10 +288,15 @@ impl StreamCollector {
     fn spill_facts(&self) -> Collected {
         let (spill_path, spill_limit_bytes, spill_error) = match &self.spill {
             Spill::NotNeeded => (None, None, None),
-            Spill::Active { path, written, .. } => (
+            Spill::Active {
+                path,
+                written,
+                stopped,
+                ..
+            } => (
                 Some(path.clone()),
                 (*written < self.total).then_some(*written),
-                None,
+                stopped.clone(),
             ),
             Spill::Failed(error) => (None, None, Some(error.clone())),
         };
@@ -289,6 +361,7 @@ impl StreamCollector {
             skipped_bytes: skipped,
             lossy,
             spill_path,
+            spill_error: self.spill_facts().spill_error,
         }
     }
 
@@ -563,6 +636,97 @@ mod tests {
         assert_eq!(read.text, "\u{FFFD}".repeat(30));
         assert_eq!(read.skipped_bytes, 270);
         assert_eq!(read.next_offset, 300);
+    }
+
+    /// A sink whose files may hold `budget` bytes together.
+    #[derive(Debug)]
+    struct Budgeted {
+        dir: Temp,
+        budget: u64,
+        claimed: std::sync::Mutex<u64>,
+    }
+
+    impl SpillSink for Budgeted {
+        fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
+            self.dir.create(label)
+        }
+
+        fn claim(&self, bytes: u64) -> u64 {
+            let mut claimed = self.claimed.lock().unwrap();
+            let granted = bytes.min(self.budget - *claimed);
+            *claimed += granted;
+            granted
+        }
+
+        fn budget_bytes(&self) -> Option<u64> {
+            Some(self.budget)
+        }
+    }
+
+    #[test]
+    fn streams_sharing_a_spill_budget_stop_at_it_say_so_and_keep_their_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = Arc::new(Budgeted {
+            dir: Temp(tempfile::tempdir_in(dir.path()).unwrap()),
+            budget: 250,
+            claimed: std::sync::Mutex::new(0),
+        });
+        let used_up = Some(String::from(
+            "the session's spill budget of 250 bytes is used up",
+        ));
+        let stream = |seed: u8| -> Vec<u8> { (0..300u32).map(|i| seed + (i % 26) as u8).collect() };
+        let collector = |label: &str| {
+            let sink: Arc<dyn SpillSink> = sink.clone();
+            StreamCollector::new(label, 30, 10_000, Some(sink))
+        };
+        let (data_a, data_b) = (stream(b'a'), stream(b'A'));
+        let (mut a, mut b) = (collector("a"), collector("b"));
+        for (x, y) in data_a.chunks(20).zip(data_b.chunks(20)) {
+            a.push(x);
+            b.push(y);
+        }
+        let mut kept = 0;
+        for (collector, data) in [(&mut a, &data_a), (&mut b, &data_b)] {
+            let out = collector.finish(30);
+            let file = std::fs::read(out.spill_path.as_ref().unwrap()).unwrap();
+            // Each file is a prefix of its stream, and says where and why it stops.
+            assert_eq!(file, data[..file.len()]);
+            assert_eq!(
+                (out.spill_limit_bytes, out.spill_error),
+                (Some(file.len() as u64), used_up.clone())
+            );
+            // The window is untouched: head and tail of the whole stream.
+            assert!(
+                out.text
+                    .starts_with(std::str::from_utf8(&data[..10]).unwrap())
+            );
+            assert!(
+                out.text
+                    .ends_with(std::str::from_utf8(&data[280..]).unwrap())
+            );
+            kept += file.len();
+        }
+        assert_eq!(kept, 250);
+        // Nothing is left for a third stream: no file at all, and the reason in its results.
+        let mut c = collector("c");
+        c.push(&data_a);
+        let out = c.finish(30);
+        assert_eq!((out.spill_path, out.spill_error), (None, used_up.clone()));
+        assert!(
+            out.text
+                .ends_with(std::str::from_utf8(&data_a[280..]).unwrap())
+        );
+        // A reader gets the tail the window kept, told the bytes before it are lost and why.
+        let read = c.read_from(0, 50, true);
+        assert_eq!(
+            (
+                read.text.as_bytes(),
+                read.skipped_bytes,
+                read.lossy,
+                read.spill_error
+            ),
+            (&data_a[280..], 280, true, used_up)
+        );
     }
 
     proptest! {

@@ -22,6 +22,9 @@ pub const DEFAULT_VISIBLE_BYTES: usize = 30_000;
 /// The most bytes of one stream kept in its spill file.
 pub const DEFAULT_SPILL_CAP_BYTES: u64 = 1 << 30;
 
+/// The most bytes all spill files of one executor (one session) hold together.
+pub const DEFAULT_SPILL_BUDGET_BYTES: u64 = 4 << 30;
+
 /// Harness-owned `DSH_*` facts for a command; they win over any inherited or caller entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ManagedEnv {
@@ -164,7 +167,8 @@ pub struct Collected {
     pub spill_path: Option<PathBuf>,
     /// When the spill file stopped at its cap: the bytes it holds.
     pub spill_limit_bytes: Option<u64>,
-    /// Why there is no spill file although one was needed.
+    /// Why there is no spill file although one was needed, or why it stops early (the
+    /// session's spill budget was used up; `spill_limit_bytes` says where).
     pub spill_error: Option<String>,
 }
 
@@ -214,6 +218,9 @@ pub struct StreamRead {
     pub lossy: bool,
     /// The stream's spill file, when it spilled.
     pub spill_path: Option<PathBuf>,
+    /// Why the spill file is missing or stops early although the stream needed one (so why
+    /// skipped bytes may be lost), as in [`Collected::spill_error`].
+    pub spill_error: Option<String>,
 }
 
 /// Which stream.

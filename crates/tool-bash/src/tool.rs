@@ -253,12 +253,19 @@ fn truncation(stream: &Value) -> Option<Truncation> {
     if stream["truncated"] != json!(true) {
         return None;
     }
-    let path = stream["spillPath"]
-        .as_str()
-        .map(|path| match stream["spillLimitBytes"].as_u64() {
-            Some(limit) => format!("{path} (only its first {limit} bytes were kept)"),
-            None => path.to_owned(),
-        });
+    // Where the complete stream is, or, said in so many words, why it is not.
+    let why = stream["spillError"].as_str();
+    let path = match (stream["spillPath"].as_str(), why) {
+        (Some(path), _) => Some(match (stream["spillLimitBytes"].as_u64(), why) {
+            (Some(limit), Some(why)) => {
+                format!("{path} (only its first {limit} bytes were kept: {why})")
+            }
+            (Some(limit), None) => format!("{path} (only its first {limit} bytes were kept)"),
+            (None, _) => path.to_owned(),
+        }),
+        (None, Some(why)) => Some(format!("(unavailable: {why})")),
+        (None, None) => None,
+    };
     Some(Truncation {
         shown_bytes: stream["shownBytes"].as_u64().unwrap_or(0),
         total_bytes: stream["totalBytes"].as_u64().unwrap_or(0),
@@ -361,11 +368,15 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
                 (Some(path), false) => Some(path.display().to_string()),
                 _ => None,
             };
-            text.push_str(&markers::skipped_note(
-                read.skipped_bytes,
-                label,
-                full_copy.as_deref(),
-            ));
+            let note = markers::skipped_note(read.skipped_bytes, label, full_copy.as_deref());
+            match (&full_copy, &read.spill_error) {
+                // Lost bytes: say why, in the note's own brackets.
+                (None, Some(why)) => {
+                    text.push_str(note.strip_suffix(']').unwrap_or(&note));
+                    text.push_str(&format!(" ({why})]"));
+                }
+                _ => text.push_str(&note),
+            }
         }
         text
     })
