@@ -265,11 +265,9 @@ async fn a_value_only_serde_refuses_is_invalid_args_at_its_pointer() {
     let registry = ToolRegistry::new();
     registry.register_tool(Page).unwrap();
     let result = run(&registry, "page", json!({"limit": -1})).await;
-    // (With `arbitrary_precision`, serde_json words an out-of-range integer as "invalid
-    // number"; the pointer is what tells the model which field to fix.)
     assert_eq!(
         expect_failure(&result, FailureCode::InvalidArgs),
-        "invalid arguments: /limit: invalid number"
+        "invalid arguments: /limit: -1 is out of range for this field"
     );
     assert_eq!(
         expect_value(&run(&registry, "page", json!({"limit": 7})).await),

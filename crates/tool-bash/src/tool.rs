@@ -191,15 +191,17 @@ fn parse_bash_args(
 ) -> Result<BashArgs, ToolError> {
     if !background && args.get("run_in_background").is_some() {
         return Err(ToolError::invalid_args(
-            "background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
+            "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
         ));
     }
     if let Err(violations) = validate(schema, args) {
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return Err(ToolError::invalid_args(listed.join("; ")));
     }
-    let args: BashArgs =
-        dsh_tools::json::from_value(args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+    // The schema admits any integer; the located read names the field when one does not fit
+    // (`-1`, `1e300`, `2^64` for `timeout_ms`).
+    let args: BashArgs = dsh_tools::json::from_value_located(args)
+        .map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
     }
