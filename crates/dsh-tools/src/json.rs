@@ -424,7 +424,9 @@ mod tests {
     fn located_errors_name_the_field_and_the_number_that_does_not_fit() {
         let located = |text: &str| {
             let value: Value = serde_json::from_str(text).unwrap();
-            from_value_located::<Limits>(&value).unwrap_err().to_string()
+            from_value_located::<Limits>(&value)
+                .unwrap_err()
+                .to_string()
         };
         assert_eq!(
             [

@@ -138,9 +138,15 @@ async fn every_argument_error_of_every_built_in_tool_names_its_field() {
     }
     for (field, text) in [
         ("/command", r#"{"description": "Do nothing"}"#.to_owned()),
-        ("/command", r#"{"command": "  ", "description": "Blank"}"#.to_owned()),
+        (
+            "/command",
+            r#"{"command": "  ", "description": "Blank"}"#.to_owned(),
+        ),
         ("/description", r#"{"command": "true"}"#.to_owned()),
-        ("/description", r#"{"command": "true", "description": " "}"#.to_owned()),
+        (
+            "/description",
+            r#"{"command": "true", "description": " "}"#.to_owned(),
+        ),
         ("/extra", format!(r#"{{{base}, "extra": 1}}"#)),
         ("/cwd", format!(r#"{{{base}, "cwd": "/"}}"#)),
         ("", "[]".to_owned()),
@@ -252,7 +258,9 @@ async fn timeout_errors_say_which_number_does_not_fit() {
         for (tool, args) in [
             (
                 "bash",
-                format!(r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {bad}}}"#),
+                format!(
+                    r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {bad}}}"#
+                ),
             ),
             (
                 "job_output",
