@@ -1,6 +1,7 @@
-//! Every argument error of every built-in tool (`bash`, `job_output`, `job_list`, `job_kill`)
-//! is `INVALID_ARGS` and names the field it is about as a JSON pointer, whatever the fault:
-//! wrong type, negative, huge, string-number, null, unknown field, missing, empty.
+//! The model-facing contract of the built-in tools (`bash`, `job_output`, `job_list`,
+//! `job_kill`): every argument error is `INVALID_ARGS` and names the field it is about as a JSON
+//! pointer, whatever the fault (wrong type, negative, huge, string-number, null, unknown field,
+//! missing, empty), and every description says when to use the tool in the words users say.
 //!
 //! The arguments are given as the model's raw text, so numbers such as `1e300` and
 //! `18446744073709551616` reach the tools exactly as a model would send them.
@@ -288,4 +289,35 @@ async fn timeout_errors_say_which_number_does_not_fit() {
     })
     .collect();
     assert_eq!(messages, expected);
+}
+
+/// Each built-in tool's description says when to use it in the words users say, in English and
+/// in Chinese, as `bash`'s does.
+#[tokio::test]
+async fn every_built_in_description_names_what_users_say_in_english_and_chinese() {
+    let r = registries();
+    let phrases: Vec<(String, Vec<&str>)> = r
+        .with_jobs
+        .schemas(None)
+        .into_iter()
+        .map(|schema| {
+            let wanted: &[&str] = match schema.name.as_str() {
+                "bash" => &["\"run the tests\"", "\"运行命令\""],
+                "job_output" => &["\"check the server log\"", "\"查看后台输出\""],
+                "job_list" => &["\"what's still running?\"", "\"查看后台任务\""],
+                "job_kill" => &["\"stop the server\"", "\"停止任务\""],
+                other => panic!("an unexpected built-in tool `{other}`"),
+            };
+            let missing = wanted
+                .iter()
+                .copied()
+                .filter(|phrase| !schema.description.contains(phrase))
+                .collect();
+            (schema.name, missing)
+        })
+        .collect();
+    assert_eq!(
+        phrases,
+        ["bash", "job_kill", "job_list", "job_output"].map(|name| (name.to_owned(), Vec::new()))
+    );
 }
