@@ -992,10 +992,16 @@ impl Agent {
         let inner = &self.inner;
         let session = inner.session_id.as_str();
         // Parsed once here; the registry gets the value, or the raw text when it is not JSON
-        // (and then names the parse error in its result).
+        // (and then names the parse error in its result). Text over the registry's limit is
+        // never parsed: the registry refuses it unread, which keeps memory bounded.
+        let limit = inner.registry.config().max_argument_bytes;
         let mut parsed: Vec<Option<Value>> = calls
             .iter()
-            .map(|c| serde_json::from_str::<Value>(&c.arguments).ok())
+            .map(|c| {
+                (c.arguments.len() <= limit)
+                    .then(|| serde_json::from_str::<Value>(&c.arguments).ok())
+                    .flatten()
+            })
             .collect();
         for (call, args) in calls.iter().zip(&parsed) {
             inner.emit(SessionEvent::ToolCall {

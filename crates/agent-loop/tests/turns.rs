@@ -788,3 +788,50 @@ async fn deferred_contexts_follow_the_results_in_call_order() {
         [Message::from(&after("one")), Message::from(&after("two"))]
     );
 }
+
+#[tokio::test]
+async fn argument_text_over_the_registry_limit_is_refused_unparsed() {
+    let mut config = dsh_tools::RegistryConfig::default();
+    config.max_argument_bytes = 32;
+    let registry = ToolRegistry::with_config(config);
+    registry.register(echo()).unwrap();
+    // Valid JSON, one byte over the limit: the loop must hand it over unparsed, or the
+    // registry would receive a value and never measure it.
+    let over = format!(r#"{{"text":"{}"}}"#, "a".repeat(32 - 11 + 1));
+    assert_eq!(over.len(), 33);
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([
+            ScriptedCall::raw("c1", "echo", over.clone()),
+            ScriptedCall::raw("c2", "echo", r#"{"text":"short"}"#),
+        ])),
+        Response::text("done").into(),
+    ]);
+    let (agent, recorder) = agent(&registry, &mock);
+    agent.run("go").await.unwrap();
+    assert_eq!(
+        tool_messages(&mock.requests()[1].messages),
+        vec![
+            (
+                "c1".into(),
+                "Error: invalid arguments: the argument text is 33 bytes, over the limit of 32 \
+                 bytes per call; it was not read. Send shorter arguments (large content belongs \
+                 in a file)"
+                    .into(),
+                true
+            ),
+            ("c2".into(), "short".into(), false),
+        ]
+    );
+    // The event records the text as received, like any argument text it did not parse.
+    let recorded = recorder
+        .events()
+        .into_iter()
+        .find_map(|r| match r.event {
+            SessionEvent::ToolCall {
+                call_id, arguments, ..
+            } if call_id == "c1" => Some(arguments),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(recorded, json!(over));
+}

@@ -232,10 +232,16 @@ impl ToolDefinition {
             .flatten()
     }
 
-    /// Checks the registration rules that do not depend on a registry: the name, the schemas,
-    /// the timeout.
+    /// Checks the registration rules that do not depend on a registry: the name, the
+    /// description, the schemas, the timeout. Every way of building a definition (typed,
+    /// builder DSL, raw) ends here.
     pub(crate) fn check(&self) -> Result<(), RegistrationError> {
         check_name(&self.name)?;
+        if self.description.trim().is_empty() {
+            return Err(RegistrationError::EmptyDescription {
+                name: self.name.clone(),
+            });
+        }
         if self.parameters.as_object().is_none() {
             return Err(RegistrationError::ParametersNotObject {
                 name: self.name.clone(),

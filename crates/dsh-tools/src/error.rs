@@ -216,6 +216,15 @@ pub enum RegistrationError {
         /// What is missing (`output`, `execute`).
         missing: &'static str,
     },
+    /// The description is empty or only whitespace: the model would not know when to call
+    /// the tool.
+    #[error(
+        "tool `{name}`: the description is empty; say what the tool does and when to use it, in the words users say"
+    )]
+    EmptyDescription {
+        /// The tool.
+        name: String,
+    },
     /// The timeout is zero.
     #[error("tool `{name}`: timeout must be positive")]
     InvalidTimeout {

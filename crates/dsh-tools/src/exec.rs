@@ -112,6 +112,7 @@ impl ToolCall {
 
 /// The materialised arguments of an execution.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum CallArguments {
     /// Detached, lossless, frozen JSON.
     Json(Arc<Value>),
@@ -121,6 +122,14 @@ pub enum CallArguments {
         text: Arc<str>,
         /// The parser's complaint.
         error: String,
+    },
+    /// The argument text was longer than the registry's limit; it was dropped unread (the call
+    /// fails with `INVALID_ARGS`).
+    Oversized {
+        /// The text's length in bytes.
+        bytes: usize,
+        /// The registry's limit in bytes ([`RegistryConfig::max_argument_bytes`](crate::RegistryConfig)).
+        limit: usize,
     },
 }
 
@@ -154,11 +163,11 @@ impl ToolExecution {
         &self.name
     }
 
-    /// The parsed arguments, or `None` when the text was not JSON.
+    /// The parsed arguments, or `None` when the text was not JSON or was too long to read.
     pub fn args(&self) -> Option<&Arc<Value>> {
         match &self.arguments {
             CallArguments::Json(value) => Some(value),
-            CallArguments::Unparsable { .. } => None,
+            CallArguments::Unparsable { .. } | CallArguments::Oversized { .. } => None,
         }
     }
 

@@ -261,7 +261,7 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, serde_json::E
 }
 
 /// Like [`from_value`], but a failure names where in the value it happened, as a
-/// [`Violation`] (`/limit: invalid number` for a `u32` given `-1`).
+/// [`Violation`] (`/limit: -1 is out of range for this field` for a `u32` given `-1`).
 pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, Violation> {
     // Tracking the path costs on every field; do it only to explain a failure. Only the value
     // as sent is replayed: its error is the one `from_value` reports, and the canonical copy
@@ -280,8 +280,25 @@ pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, Viola
                 serde_path_to_error::Segment::Unknown => String::new(),
             })
             .collect::<String>();
-        Violation::new(pointer, error.into_inner().to_string())
+        let message = error.into_inner().to_string();
+        // With `arbitrary_precision` serde reports a number that does not fit the field's type
+        // only as "invalid number"; say which number and why, since the field is known here.
+        let message = match value.pointer(&pointer) {
+            Some(Value::Number(n)) if message == "invalid number" => number_misfit(n),
+            _ => message,
+        };
+        Violation::new(pointer, message)
     })
+}
+
+/// Why a number could not be read into its field's type.
+fn number_misfit(n: &Number) -> String {
+    let text = n.as_str();
+    if is_integer(n) {
+        format!("{text} is out of range for this field")
+    } else {
+        format!("{text} is not a whole number, or out of range for this field")
+    }
 }
 
 /// Parses JSON text into a typed value through [`from_value`], so buffered serde shapes read
@@ -393,6 +410,46 @@ mod tests {
         // no number type distinguishes, may be dropped.
         let typed: Value = from_str("[18446744073709551617, 0.10]").unwrap();
         assert_eq!(typed.to_string(), "[18446744073709551617,0.10]");
+    }
+
+    #[derive(Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Limits {
+        timeout_ms: Option<u64>,
+        ratio: Option<u8>,
+        items: Option<Vec<u32>>,
+    }
+
+    #[test]
+    fn located_errors_name_the_field_and_the_number_that_does_not_fit() {
+        let located = |text: &str| {
+            let value: Value = serde_json::from_str(text).unwrap();
+            from_value_located::<Limits>(&value)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            [
+                r#"{"timeout_ms": -1}"#,
+                r#"{"timeout_ms": 1e300}"#,
+                r#"{"timeout_ms": 18446744073709551616}"#,
+                r#"{"timeout_ms": "100"}"#,
+                r#"{"ratio": 0.5}"#,
+                r#"{"items": [1, -2]}"#,
+                r#"{"extra": 1, "timeout_ms": true}"#,
+            ]
+            .map(located),
+            [
+                "/timeout_ms: -1 is out of range for this field",
+                // The parser keeps every digit but spells the exponent's sign.
+                "/timeout_ms: 1e+300 is out of range for this field",
+                "/timeout_ms: 18446744073709551616 is out of range for this field",
+                "/timeout_ms: invalid type: string \"100\", expected u64",
+                "/ratio: 0.5 is not a whole number, or out of range for this field",
+                "/items/1: -2 is out of range for this field",
+                "/timeout_ms: invalid type: boolean `true`, expected u64",
+            ]
+        );
     }
 
     #[test]

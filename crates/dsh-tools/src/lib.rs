@@ -119,7 +119,9 @@ pub use hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,
     PreNext, Restriction,
 };
-pub use registry::{ToolRegistry, ToolsChange, ToolsChangeKind};
+pub use registry::{
+    DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolRegistry, ToolsChange, ToolsChangeKind,
+};
 pub use schema::{SchemaError, ValueSchema, Violation, strip_strict_nulls, validate};
 pub use scope::{Disposer, Plugin, PluginHandle, Scope};
 

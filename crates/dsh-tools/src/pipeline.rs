@@ -72,7 +72,7 @@ impl ToolRegistry {
         let execution = Arc::new(ToolExecution {
             root_call_id: call.root_call_id.unwrap_or_else(|| call.call_id.clone()),
             call_id: call.call_id,
-            arguments: materialize(call.arguments),
+            arguments: materialize(call.arguments, self.inner.config.max_argument_bytes),
             name: call.name,
             token: ExecToken::next(),
             parent: call.parent,
@@ -115,9 +115,17 @@ impl ToolRegistry {
 }
 
 /// Parses the model's argument text once into detached, lossless JSON and freezes it.
-fn materialize(arguments: Arguments) -> CallArguments {
+///
+/// Text longer than `limit` bytes is dropped unread: parsed, a few megabytes of small numbers
+/// become a `Value` tens of times larger, so only the length check keeps memory bounded.
+/// Values (in-process callers, Code Mode) were built by the host and are not measured.
+fn materialize(arguments: Arguments, limit: usize) -> CallArguments {
     match arguments {
         Arguments::Value(value) => CallArguments::Json(Arc::new(value)),
+        Arguments::Text(text) if text.len() > limit => CallArguments::Oversized {
+            bytes: text.len(),
+            limit,
+        },
         Arguments::Text(text) => match serde_json::from_str::<Value>(&text) {
             Ok(value) => CallArguments::Json(Arc::new(value)),
             Err(error) => CallArguments::Unparsable {
@@ -146,6 +154,11 @@ async fn run_pipeline(
                 FailureCode::InvalidArgs,
                 format!("invalid arguments: the argument text is not JSON ({error})"),
             );
+            return post_execute(definition, execution, hooks, &args_placeholder(), result).await;
+        }
+        CallArguments::Oversized { bytes, limit } => {
+            let result =
+                ToolResult::failure(FailureCode::InvalidArgs, oversized_message(*bytes, *limit));
             return post_execute(definition, execution, hooks, &args_placeholder(), result).await;
         }
     };
@@ -187,6 +200,15 @@ async fn run_pipeline(
     result.additional_contexts = contexts;
     result.concludes_turn = !result.is_error && sink.concludes_turn.load(Ordering::SeqCst);
     result
+}
+
+/// The refusal of an argument text over the limit: both sizes, so the model knows by how much
+/// to shorten it.
+fn oversized_message(bytes: usize, limit: usize) -> String {
+    format!(
+        "invalid arguments: the argument text is {bytes} bytes, over the limit of {limit} bytes \
+         per call; it was not read. Send shorter arguments (large content belongs in a file)"
+    )
 }
 
 fn args_placeholder() -> Arc<Value> {

@@ -179,7 +179,30 @@ pub enum ToolsChangeKind {
     AgentScopeDisposed,
 }
 
+/// The default of [`RegistryConfig::max_argument_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
+/// The limits of a [`ToolRegistry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// The longest argument text a call may carry, in bytes (default
+    /// [`DEFAULT_MAX_ARGUMENT_BYTES`], 1 MiB). Longer text is refused with `INVALID_ARGS`
+    /// before it is parsed, with a message naming its size and the limit. Arguments given as
+    /// an already-built `Value` (in-process callers, Code Mode) are not measured.
+    pub max_argument_bytes: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
+        }
+    }
+}
+
 pub(crate) struct RegistryInner {
+    pub(crate) config: RegistryConfig,
     pub(crate) state: RwLock<State>,
     pub(crate) change_listeners: RwLock<Vec<(EffectId, ChangeFn)>>,
     pub(crate) services: Services,
@@ -264,9 +287,15 @@ impl Default for ToolRegistry {
 }
 
 impl ToolRegistry {
-    /// An empty registry.
+    /// An empty registry with the default limits.
     pub fn new() -> ToolRegistry {
+        ToolRegistry::with_config(RegistryConfig::default())
+    }
+
+    /// An empty registry with the given limits.
+    pub fn with_config(config: RegistryConfig) -> ToolRegistry {
         let inner = Arc::new(RegistryInner {
+            config,
             state: RwLock::new(State::default()),
             change_listeners: RwLock::new(Vec::new()),
             services: Services::default(),
@@ -275,6 +304,11 @@ impl ToolRegistry {
         });
         let global = Scope::root(&inner, LayerKey::Global, "global");
         ToolRegistry { inner, global }
+    }
+
+    /// The registry's limits.
+    pub fn config(&self) -> RegistryConfig {
+        self.inner.config
     }
 
     /// The global scope: effects here apply to every agent.

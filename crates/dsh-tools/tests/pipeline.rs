@@ -265,11 +265,9 @@ async fn a_value_only_serde_refuses_is_invalid_args_at_its_pointer() {
     let registry = ToolRegistry::new();
     registry.register_tool(Page).unwrap();
     let result = run(&registry, "page", json!({"limit": -1})).await;
-    // (With `arbitrary_precision`, serde_json words an out-of-range integer as "invalid
-    // number"; the pointer is what tells the model which field to fix.)
     assert_eq!(
         expect_failure(&result, FailureCode::InvalidArgs),
-        "invalid arguments: /limit: invalid number"
+        "invalid arguments: /limit: -1 is out of range for this field"
     );
     assert_eq!(
         expect_value(&run(&registry, "page", json!({"limit": 7})).await),
@@ -678,6 +676,82 @@ fn registration_refuses_bad_names_the_reserved_name_and_duplicates() {
         missing.to_string(),
         "tool `x`: the definition has no output"
     );
+}
+
+#[test]
+fn a_tool_without_a_description_cannot_register_on_any_path() {
+    struct Mute(&'static str);
+
+    impl Tool for Mute {
+        type Args = NoArgs;
+        type Output = bool;
+
+        fn name(&self) -> &str {
+            "mute"
+        }
+
+        fn description(&self) -> &str {
+            self.0
+        }
+
+        async fn execute(&self, _: NoArgs, _exec: ExecContext) -> Result<bool, ToolError> {
+            Ok(true)
+        }
+
+        fn render(&self, _args: &Value, _value: &Value) -> Vec<ContentBlock> {
+            Vec::new()
+        }
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct NoArgs {}
+
+    let builder = |description: &str| {
+        ToolDefinition::builder("mute", description)
+            .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+            .execute(|_, _| async { Ok(Value::Null) })
+    };
+    for description in ["", " ", "\n\t  \u{3000}"] {
+        let refusals = [
+            ("typed", ToolDefinition::from_tool(Mute(description))),
+            (
+                "DSL",
+                builder(description)
+                    .parameters(ValueSchema::closed_object())
+                    .build(),
+            ),
+            (
+                "raw",
+                builder(description)
+                    .raw_parameters(json!({"type": "object", "properties": {}}))
+                    .build(),
+            ),
+            ("default parameters", builder(description).build()),
+        ]
+        .map(|(path, built)| (path, built.map(|_| ()).map_err(|e| e.to_string())));
+        let expected = Err(String::from(
+            "tool `mute`: the description is empty; say what the tool does and when to use it, \
+             in the words users say",
+        ));
+        assert_eq!(
+            refusals,
+            [
+                ("typed", expected.clone()),
+                ("DSL", expected.clone()),
+                ("raw", expected.clone()),
+                ("default parameters", expected.clone()),
+            ],
+            "{description:?}"
+        );
+        let registry = ToolRegistry::new();
+        assert!(matches!(
+            registry.register_tool(Mute(description)),
+            Err(RegistrationError::EmptyDescription { name }) if name == "mute"
+        ));
+        assert!(registry.schemas(None).is_empty());
+    }
+    assert!(ToolDefinition::from_tool(Mute("Say nothing.")).is_ok());
 }
 
 // ----- Projections --------------------------------------------------------------------------

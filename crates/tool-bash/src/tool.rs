@@ -191,15 +191,17 @@ fn parse_bash_args(
 ) -> Result<BashArgs, ToolError> {
     if !background && args.get("run_in_background").is_some() {
         return Err(ToolError::invalid_args(
-            "background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
+            "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
         ));
     }
     if let Err(violations) = validate(schema, args) {
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return Err(ToolError::invalid_args(listed.join("; ")));
     }
-    let args: BashArgs =
-        dsh_tools::json::from_value(args).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+    // The schema admits any integer; the located read names the field when one does not fit
+    // (`-1`, `1e300`, `2^64` for `timeout_ms`).
+    let args: BashArgs = dsh_tools::json::from_value_located(args)
+        .map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
     }
@@ -634,6 +636,8 @@ fn job_output_tool(
     ToolDefinition::builder(
         "job_output",
         "Read the new output of a background job started with `run_in_background`, and its status. \
+Use it when the user asks what a background command printed, how it is doing or whether it is \
+done (\"check the server log\", \"is the build finished?\", \"查看后台输出\", \"任务跑完了吗\"). \
 Each read returns only what was printed since the previous read. Set `wait: true` to block until \
 the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-out wait returns \
 `[status: running]` and leaves the job alive.",
@@ -712,7 +716,9 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
 fn job_list_tool(jobs: JobRuntime) -> Result<ToolDefinition, RegistrationError> {
     ToolDefinition::builder(
         "job_list",
-        "List your background jobs, running and finished, with their ids, labels and statuses.",
+        "List your background jobs, running and finished, with their ids, labels and statuses. \
+Use it when the user asks what is running in the background, or when you need a job's id \
+(\"what's still running?\", \"show my background jobs\", \"查看后台任务\", \"有哪些任务在运行\").",
     )
     .parameters(ValueSchema::closed_object())
     .output(ToolOutput::new(
@@ -761,7 +767,9 @@ fn job_kill_tool(
     ToolDefinition::builder(
         "job_kill",
         "Stop a background job and everything it started (the whole process group), and report \
-its final status. Stopping a job that already finished just reports its status.",
+its final status. Use it when the user asks to stop, kill or cancel a background command \
+(\"stop the server\", \"kill that job\", \"停止任务\", \"结束后台进程\"). Stopping a job that \
+already finished just reports its status.",
     )
     .parameters(ValueSchema::closed_object().required(
         "job_id",

@@ -79,6 +79,17 @@ async fn every_bad_input_is_a_clear_error_and_the_next_call_works() {
             "could not start the command",
         ),
         (
+            "argument text over the registry's 1 MiB limit",
+            "bash",
+            format!(
+                r#"{{"command": "{}", "description": "Too long"}}"#,
+                "x".repeat(1 << 20)
+            )
+            .into(),
+            FailureCode::InvalidArgs,
+            "over the limit of 1048576 bytes per call",
+        ),
+        (
             "10 000-deep nesting",
             "bash",
             deep.into(),
