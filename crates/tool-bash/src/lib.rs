@@ -6,8 +6,9 @@
 //!   start) and its data. A downstream crate can implement it (a sandboxed or remote executor)
 //!   without the local executor.
 //! - [`local`] (feature `local`, on by default): the local executor. `bash -c` with stdin on
-//!   `/dev/null`, in its own process group, watched by an orphan guard; credentials scrubbed
-//!   from the environment and `DSH_*` facts managed; SIGTERM → grace → SIGKILL on the whole
+//!   `/dev/null`, in its own process group, watched by an orphan guard; the environment
+//!   decided by an [`EnvPolicy`] (credentials and shell start-up variables withheld by
+//!   default) and `DSH_*` facts managed; SIGTERM → grace → SIGKILL on the whole
 //!   group; bounded draining after exit; head-and-tail output windows with byte-exact spill
 //!   files in a private directory.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
@@ -52,6 +53,7 @@ pub mod output;
 pub mod shell;
 pub mod tool;
 
+pub use env::{EnvInherit, EnvPolicy};
 #[cfg(feature = "local")]
 pub use local::{LocalConfig, LocalExecutor};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};

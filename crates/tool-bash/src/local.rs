@@ -13,7 +13,7 @@
 //! while the executor or any process it started is alive, and the directory is removed when the
 //! last of them is dropped, that is when the session's service tears down.
 
-use crate::env::child_env;
+use crate::env::{EnvPolicy, child_env};
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT, DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT,
@@ -54,6 +54,9 @@ pub struct LocalConfig {
     pub spill_root: Option<PathBuf>,
     /// The shell binary (`bash`, found on `PATH`).
     pub bash: PathBuf,
+    /// Which of the harness's variables commands see (default: all but credentials and shell
+    /// start-up variables; see [`EnvPolicy`]).
+    pub env_policy: EnvPolicy,
 }
 
 impl Default for LocalConfig {
@@ -67,6 +70,7 @@ impl Default for LocalConfig {
             grace: Duration::from_secs(2),
             spill_root: None,
             bash: PathBuf::from("bash"),
+            env_policy: EnvPolicy::default(),
         }
     }
 }
@@ -169,7 +173,7 @@ impl LocalExecutor {
             .arg(&spec.command)
             .current_dir(&spec.workdir)
             .env_clear()
-            .envs(child_env(std::env::vars_os(), &spec.env, &spec.managed))
+            .envs(child_env(&self.config.env_policy, &spec.env, &spec.managed))
             .stdin(if spec.stdin.is_some() {
                 Stdio::piped()
             } else {
