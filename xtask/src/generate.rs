@@ -38,11 +38,6 @@ pub(crate) const GENERATORS: &[Generator] = &[
         render: tool_catalog,
     },
     Generator {
-        name: "env-policy-defaults",
-        home: "docs/subsystems/shell.md",
-        render: env_policy_defaults,
-    },
-    Generator {
         name: "card-vocabulary",
         home: "docs/subsystems/presenters.md",
         render: card_vocabulary,
@@ -51,6 +46,11 @@ pub(crate) const GENERATORS: &[Generator] = &[
         name: "session-events",
         home: "docs/subsystems/agent-loop.md",
         render: session_events,
+    },
+    Generator {
+        name: "env-policy-defaults",
+        home: "docs/subsystems/shell.md",
+        render: env_policy_defaults,
     },
 ];
 

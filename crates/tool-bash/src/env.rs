@@ -265,7 +265,14 @@ impl EnvPolicy {
     /// inherited value and loses to a caller's per-request entry; a start-up variable or a
     /// `DSH_*` name is ignored (with a warning).
     pub fn set(mut self, name: impl Into<String>, value: impl Into<String>) -> EnvPolicy {
-        self.set.insert(name.into(), value.into());
+        let name = name.into();
+        // Refused here, once, rather than at every spawn.
+        match forbidden_everywhere(&name) {
+            Some(rule) => tracing::warn!(name, %rule, "EnvPolicy::set entry ignored"),
+            None => {
+                self.set.insert(name, value.into());
+            }
+        }
         self
     }
 
@@ -317,11 +324,7 @@ impl EnvPolicy {
             tracing::debug!(?withheld, "environment variables withheld from commands");
         }
         for (name, value) in &self.set {
-            if let Some(rule) = forbidden_everywhere(name) {
-                tracing::warn!(name, %rule, "EnvPolicy::set entry ignored");
-            } else {
-                env.insert(name.into(), value.into());
-            }
+            env.insert(name.into(), value.into());
         }
         env
     }
