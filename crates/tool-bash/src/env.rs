@@ -55,7 +55,7 @@ use crate::shell::ManagedEnv;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 /// Non-interactive defaults, so a command never waits on a pager, a prompt or a colour-aware
 /// terminal.
@@ -207,6 +207,23 @@ pub struct EnvPolicy {
     include_only: Vec<Glob>,
     set: BTreeMap<String, String>,
     parent: Option<Vec<(OsString, OsString)>>,
+    memo: Memo,
+}
+
+/// A parent environment and what the policy made of it. The harness's environment rarely
+/// changes between spawns, and comparing it with the last one is several times cheaper than
+/// matching every variable against every pattern again. A clone starts empty, and every
+/// builder method empties it, so it never outlives the configuration that filled it.
+#[derive(Default)]
+struct Memo(Mutex<Option<(Vars, BTreeMap<OsString, OsString>)>>);
+
+/// Environment variables in their original order.
+type Vars = Vec<(OsString, OsString)>;
+
+impl Clone for Memo {
+    fn clone(&self) -> Memo {
+        Memo::default()
+    }
 }
 
 impl fmt::Debug for EnvPolicy {
@@ -237,6 +254,7 @@ impl EnvPolicy {
 
     /// Which variables are inherited at all (default [`EnvInherit::All`]).
     pub fn inherit(mut self, inherit: EnvInherit) -> EnvPolicy {
+        self.memo = Memo::default();
         self.inherit = inherit;
         self
     }
@@ -244,12 +262,14 @@ impl EnvPolicy {
     /// Whether [`DEFAULT_EXCLUDES`] and the URL-with-password rule are skipped (default
     /// `false`). Start-up variables and `DSH_*` names are dropped regardless.
     pub fn ignore_default_excludes(mut self, ignore: bool) -> EnvPolicy {
+        self.memo = Memo::default();
         self.ignore_default_excludes = ignore;
         self
     }
 
     /// Adds an exclude pattern: inherited variables whose name matches it are dropped.
     pub fn exclude(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.memo = Memo::default();
         self.exclude.push(Glob::new(pattern.into()));
         self
     }
@@ -257,6 +277,7 @@ impl EnvPolicy {
     /// Adds an include-only pattern. Once there is at least one, an inherited variable survives
     /// only if its name matches one of them (`set` entries are applied afterwards regardless).
     pub fn include_only(mut self, pattern: impl Into<String>) -> EnvPolicy {
+        self.memo = Memo::default();
         self.include_only.push(Glob::new(pattern.into()));
         self
     }
@@ -265,6 +286,7 @@ impl EnvPolicy {
     /// inherited value and loses to a caller's per-request entry; a start-up variable or a
     /// `DSH_*` name is ignored (with a warning).
     pub fn set(mut self, name: impl Into<String>, value: impl Into<String>) -> EnvPolicy {
+        self.memo = Memo::default();
         let name = name.into();
         // Refused here, once, rather than at every spawn.
         match forbidden_everywhere(&name) {
@@ -285,6 +307,7 @@ impl EnvPolicy {
         K: Into<OsString>,
         V: Into<OsString>,
     {
+        self.memo = Memo::default();
         self.parent = Some(
             vars.into_iter()
                 .map(|(name, value)| (name.into(), value.into()))
@@ -303,19 +326,34 @@ impl EnvPolicy {
         K: Into<OsString>,
         V: Into<OsString>,
     {
+        let parent: Vars = parent
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect();
+        let mut memo = self.memo.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((input, output)) = memo.as_ref()
+            && *input == parent
+        {
+            return output.clone();
+        }
+        let output = self.filter(&parent);
+        *memo = Some((parent, output.clone()));
+        output
+    }
+
+    /// [`inherited`](EnvPolicy::inherited) without the memo.
+    fn filter(&self, parent: &[(OsString, OsString)]) -> BTreeMap<OsString, OsString> {
         let mut env = BTreeMap::new();
-        // Built only when someone listens: this runs at every spawn.
         let trace = tracing::enabled!(tracing::Level::DEBUG);
         let mut withheld = Vec::new();
         for (name, value) in parent {
-            let (name, value) = (name.into(), value.into());
-            match self.withholds(&name, &value) {
+            match self.withholds(name, value) {
                 Some(rule) if trace => {
                     withheld.push(format!("{} ({rule})", name.to_string_lossy()));
                 }
                 Some(_) => {}
                 None => {
-                    env.insert(name, value);
+                    env.insert(name.clone(), value.clone());
                 }
             }
         }
@@ -332,7 +370,7 @@ impl EnvPolicy {
     /// The rule that keeps an inherited variable from the command, if any.
     fn withholds(&self, name: &OsStr, value: &OsStr) -> Option<Withheld> {
         let name = name.to_string_lossy();
-        let upper: Vec<char> = name.to_ascii_uppercase().chars().collect();
+        let upper = name.to_ascii_uppercase();
         if let Some(rule) = forbidden_in_any_layer(&name, &upper) {
             return Some(rule);
         }
@@ -390,12 +428,11 @@ impl fmt::Display for Withheld {
 
 /// The rule that drops `name` from every layer, if any.
 fn forbidden_everywhere(name: &str) -> Option<Withheld> {
-    let upper: Vec<char> = name.to_ascii_uppercase().chars().collect();
-    forbidden_in_any_layer(name, &upper)
+    forbidden_in_any_layer(name, &name.to_ascii_uppercase())
 }
 
 /// [`forbidden_everywhere`] for a name already upper-cased into `upper`.
-fn forbidden_in_any_layer(name: &str, upper: &[char]) -> Option<Withheld> {
+fn forbidden_in_any_layer(name: &str, upper: &str) -> Option<Withheld> {
     if START_UP.iter().any(|glob| glob.matches(upper)) {
         Some(Withheld::StartUp)
     } else if is_managed(name) {
@@ -451,6 +488,50 @@ fn embeds_url_password(value: &str) -> bool {
 struct Glob {
     source: String,
     tokens: Vec<Token>,
+    shape: Shape,
+}
+
+/// The common shapes a glob takes, matched with plain string searches: the policy checks
+/// some forty patterns against every variable at every spawn, and a spawn must stay cheap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `LIT`.
+    Exact(String),
+    /// `LIT*`.
+    Prefix(String),
+    /// `*LIT`.
+    Suffix(String),
+    /// `*LIT*`.
+    Contains(String),
+    /// Anything else: the tokens are matched one by one.
+    General,
+}
+
+impl Shape {
+    fn of(tokens: &[Token]) -> Shape {
+        let leading = tokens.first() == Some(&Token::Star);
+        let rest = if leading { &tokens[1..] } else { tokens };
+        let trailing = rest.last() == Some(&Token::Star);
+        let middle = if trailing {
+            &rest[..rest.len() - 1]
+        } else {
+            rest
+        };
+        let literal: Option<String> = middle
+            .iter()
+            .map(|token| match token {
+                Token::Literal(c) => Some(*c),
+                _ => None,
+            })
+            .collect();
+        match (literal, leading, trailing) {
+            (None, _, _) => Shape::General,
+            (Some(lit), false, false) => Shape::Exact(lit),
+            (Some(lit), false, true) => Shape::Prefix(lit),
+            (Some(lit), true, false) => Shape::Suffix(lit),
+            (Some(lit), true, true) => Shape::Contains(lit),
+        }
+    }
 }
 
 impl fmt::Debug for Glob {
@@ -502,12 +583,32 @@ impl Glob {
                 c => tokens.push(Token::Literal(c)),
             }
         }
-        Glob { source, tokens }
+        let shape = Shape::of(&tokens);
+        Glob {
+            source,
+            tokens,
+            shape,
+        }
     }
 
-    /// Whether the glob matches all of `name` (already upper-cased). Iterative, with one
-    /// backtrack point (the last `*`), so it is linear-ish and cannot recurse deeply.
-    fn matches(&self, name: &[char]) -> bool {
+    /// Whether the glob matches all of `name` (already upper-cased).
+    fn matches(&self, name: &str) -> bool {
+        match &self.shape {
+            Shape::Exact(lit) => name == lit,
+            Shape::Prefix(lit) => name.starts_with(lit.as_str()),
+            Shape::Suffix(lit) => name.ends_with(lit.as_str()),
+            Shape::Contains(lit) => name.contains(lit.as_str()),
+            Shape::General if name.is_ascii() => self.matches_tokens(name.as_bytes(), char::from),
+            Shape::General => {
+                let chars: Vec<char> = name.chars().collect();
+                self.matches_tokens(&chars, |c| c)
+            }
+        }
+    }
+
+    /// The token-by-token match. Iterative, with one backtrack point (the last `*`), so it
+    /// cannot recurse deeply.
+    fn matches_tokens<T: Copy>(&self, name: &[T], to_char: impl Fn(T) -> char) -> bool {
         let (mut t, mut n) = (0, 0);
         let mut backtrack: Option<(usize, usize)> = None;
         while n < name.len() {
@@ -517,7 +618,7 @@ impl Glob {
                     t += 1;
                     continue;
                 }
-                Some(token) if token.matches_one(name[n]) => {
+                Some(token) if token.matches_one(to_char(name[n])) => {
                     t += 1;
                     n += 1;
                     continue;
@@ -609,8 +710,8 @@ mod tests {
         Glob::new(pattern.to_owned())
     }
 
-    fn upper(name: &str) -> Vec<char> {
-        name.to_ascii_uppercase().chars().collect()
+    fn upper(name: &str) -> String {
+        name.to_ascii_uppercase()
     }
 
     /// Why the default policy keeps `name=value` from commands, if it does.
@@ -893,6 +994,27 @@ mod tests {
     }
 
     #[test]
+    fn the_memo_follows_the_parent_and_the_configuration() {
+        let policy = EnvPolicy::new();
+        assert_eq!(names(policy.inherited(PARENT.to_vec())).len(), 6);
+        // Same policy, another parent: filtered afresh.
+        assert_eq!(
+            names(policy.inherited([("EDITOR", "vi"), ("GH_TOKEN", "t")])),
+            ["EDITOR"]
+        );
+        // A clone reconfigured after use does not answer from the original's memo.
+        let reconfigured = policy.clone().exclude("EDITOR");
+        assert_eq!(
+            names(reconfigured.inherited([("EDITOR", "vi"), ("GH_TOKEN", "t")])),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            names(policy.inherited([("EDITOR", "vi"), ("GH_TOKEN", "t")])),
+            ["EDITOR"]
+        );
+    }
+
+    #[test]
     fn globs_follow_the_documented_syntax() {
         let cases: &[(&str, &str, bool)] = &[
             ("PATH", "path", true),
@@ -912,6 +1034,9 @@ mod tests {
             ("[", "[", true),
             ("[AB", "[AB", true),
             ("A[-]B", "A-B", true),
+            ("?X", "ÄX", true),
+            ("?X", "ÄÄX", false),
+            ("é*", "éTÉ", true),
         ];
         for (pattern, name, expected) in cases {
             assert_eq!(
@@ -919,6 +1044,55 @@ mod tests {
                 *expected,
                 "{pattern} vs {name}"
             );
+        }
+    }
+
+    #[test]
+    fn fast_shapes_agree_with_the_token_matcher() {
+        let shapes = [
+            ("PAT", Shape::Exact("PAT".to_owned())),
+            ("lc_*", Shape::Prefix("LC_".to_owned())),
+            ("*_PAT", Shape::Suffix("_PAT".to_owned())),
+            ("*KEY_*", Shape::Contains("KEY_".to_owned())),
+            ("*AUTH[!O]*", Shape::General),
+            ("PWD?*", Shape::General),
+            ("**X", Shape::General),
+        ];
+        for (pattern, shape) in shapes {
+            assert_eq!(glob(pattern).shape, shape, "{pattern}");
+        }
+        let names = [
+            "",
+            "PAT",
+            "PATH",
+            "GITHUB_PAT",
+            "LC_ALL",
+            "KEY_",
+            "XKEY_Y",
+            "OPENAI_KEY",
+            "PWD",
+            "PWDX",
+            "SSH_AUTH_SOCK",
+            "AUTHOR",
+            "X",
+            "XX",
+            "ÉTÉ",
+        ];
+        let patterns = DEFAULT_EXCLUDES
+            .iter()
+            .chain(CORE_VARS)
+            .chain(START_UP_VARS)
+            .chain(&["*", "", "**X", "X*X"]);
+        for pattern in patterns {
+            let glob = glob(pattern);
+            for name in names {
+                let chars: Vec<char> = upper(name).chars().collect();
+                assert_eq!(
+                    glob.matches(&upper(name)),
+                    glob.matches_tokens(&chars, |c| c),
+                    "{pattern} vs {name}"
+                );
+            }
         }
     }
 
