@@ -746,7 +746,7 @@ mod tests {
         }
         let unknown = |file: &str| {
             format!(
-                "{file}: unknown generated region `mystery` (known: failure-codes, code-mode-sdk, tool-catalog, card-vocabulary, session-events)"
+                "{file}: unknown generated region `mystery` (known: failure-codes, code-mode-sdk, tool-catalog, card-vocabulary, session-events, env-policy-defaults)"
             )
         };
         assert_eq!(

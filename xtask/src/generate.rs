@@ -47,6 +47,11 @@ pub(crate) const GENERATORS: &[Generator] = &[
         home: "docs/subsystems/agent-loop.md",
         render: session_events,
     },
+    Generator {
+        name: "env-policy-defaults",
+        home: "docs/subsystems/shell.md",
+        render: env_policy_defaults,
+    },
 ];
 
 /// The registry of the tools this workspace ships, as a model sees them: `bash` with
@@ -86,6 +91,22 @@ fn tool_catalog() -> String {
     let json = serde_json::to_string_pretty(&schemas)
         .unwrap_or_else(|error| panic!("tool schemas did not serialise: {error}"));
     format!("```json\n{json}\n```\n")
+}
+
+/// The default environment policy's pattern lists, exactly as the local executor applies them.
+fn env_policy_defaults() -> String {
+    let list = |patterns: &[&str]| patterns.join(" ");
+    format!(
+        "```text\ninherit = core keeps:     {}\ndefault excludes:         {}\nstart-up (every layer):   {}\nnon-interactive defaults: {}\n```\n",
+        list(tool_bash::env::CORE_VARS),
+        list(tool_bash::env::DEFAULT_EXCLUDES),
+        list(tool_bash::env::START_UP_VARS),
+        tool_bash::env::NON_INTERACTIVE
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
 }
 
 /// A type's schema (through schemars and the subset normaliser) as TypeScript.

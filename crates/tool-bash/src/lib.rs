@@ -8,8 +8,9 @@
 //! - [`local`] (feature `local`, on by default): the local executor. `bash -c` with stdin on
 //!   `/dev/null`, in its own process group under a per-command supervisor that contains every
 //!   process the command starts (on Linux, a child subreaper: processes that leave the group are
-//!   still swept), watched by an orphan guard; credentials scrubbed
-//!   from the environment and `DSH_*` facts managed; SIGTERM → grace → SIGKILL on the whole
+//!   still swept), watched by an orphan guard; the environment decided by an [`EnvPolicy`]
+//!   (credentials and shell start-up variables withheld by default) and `DSH_*` facts managed;
+//!   SIGTERM → grace → SIGKILL on the whole
 //!   group; bounded draining after exit; head-and-tail output windows with byte-exact spill
 //!   files in a private directory.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
@@ -59,6 +60,7 @@ mod supervisor;
 mod supervisor;
 pub mod tool;
 
+pub use env::{EnvInherit, EnvPolicy};
 #[cfg(feature = "local")]
 pub use local::{LocalConfig, LocalExecutor};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};

@@ -1,5 +1,6 @@
 //! The local executor: `bash -c` in its own process group under a per-command supervisor, stdin
-//! on `/dev/null`, a scrubbed non-interactive environment, tree-scoped termination, bounded
+//! on `/dev/null`, a non-interactive environment decided by an
+//! [`EnvPolicy`](crate::EnvPolicy), tree-scoped termination, bounded
 //! draining and byte-exact spill.
 //!
 //! Termination starts with the shell's group: SIGTERM, a grace period (default 2 s), then
@@ -20,7 +21,7 @@
 //! at most [`LocalConfig::spill_budget_bytes`] (4 GiB): past it a stream's file stops (or is
 //! not created) and its result says so, while its in-memory window works as before.
 
-use crate::env::child_env;
+use crate::env::{EnvPolicy, child_env};
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT,
@@ -65,6 +66,9 @@ pub struct LocalConfig {
     pub spill_root: Option<PathBuf>,
     /// The shell binary (`bash`, found on `PATH`).
     pub bash: PathBuf,
+    /// Which of the harness's variables commands see (default: all but credentials and shell
+    /// start-up variables; see [`EnvPolicy`]).
+    pub env_policy: EnvPolicy,
 }
 
 impl Default for LocalConfig {
@@ -79,6 +83,7 @@ impl Default for LocalConfig {
             grace: Duration::from_secs(2),
             spill_root: None,
             bash: PathBuf::from("bash"),
+            env_policy: EnvPolicy::default(),
         }
     }
 }
@@ -200,7 +205,7 @@ impl LocalExecutor {
         Launch {
             program: self.bash.as_path().to_path_buf(),
             args: vec!["-c".into(), spec.command.clone().into()],
-            env: child_env(std::env::vars_os(), &spec.env, &spec.managed),
+            env: child_env(&self.config.env_policy, &spec.env, &spec.managed),
             workdir: spec.workdir.clone(),
             stdin_piped: spec.stdin.is_some(),
         }

@@ -63,7 +63,9 @@ pub struct ShellRequest {
     pub stdout_max_bytes: Option<usize>,
     /// Bytes written to stdin, which is then closed. Absent: stdin is `/dev/null`.
     pub stdin: Option<Vec<u8>>,
-    /// Extra environment entries, applied after the credential scrub.
+    /// Extra environment entries, applied after the executor's environment policy; shell
+    /// start-up variables (`BASH_ENV`, …) and `DSH_*` names among them are dropped (see
+    /// [`crate::env`]).
     pub env: BTreeMap<String, String>,
     /// Managed `DSH_*` facts.
     pub managed: ManagedEnv,
