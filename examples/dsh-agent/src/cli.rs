@@ -76,7 +76,7 @@ pub(crate) struct RunOptions {
     /// Print JSONL session events instead of cards.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Run without background jobs (the bash tool refuses `run_in_background`).
+    /// Run without background jobs (the bash tool offers no `run_in_background`).
     #[arg(long)]
     pub(crate) no_background: bool,
     /// How long to wait, once the session has ended, for background jobs still running
