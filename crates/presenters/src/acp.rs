@@ -21,7 +21,7 @@
 //! no content keeps the call's content). Line numbers beyond ACP's 32-bit range are dropped
 //! rather than wrapped.
 
-use crate::text::{console_block, render_result_text};
+use crate::text::{raw_console_block, result_text};
 use dsh_tools::card::{
     DiffCallView, FileDiff, GenericCallView, Location, ReadResultView, SearchResultView,
     TerminalCallView, ToolKind,
@@ -80,7 +80,7 @@ pub fn tool_call_update(call_id: &str, view: &ToolResultView, failed: bool) -> V
     let content = match view {
         ToolResultView::Generic(card) => card.content.iter().map(|t| text_item(t)).collect(),
         ToolResultView::Terminal(card) => {
-            let block = console_block(card);
+            let block = raw_console_block(card);
             if block.is_empty() {
                 Vec::new()
             } else {
@@ -89,7 +89,7 @@ pub fn tool_call_update(call_id: &str, view: &ToolResultView, failed: bool) -> V
         }
         ToolResultView::Diff(card) => card.diffs.iter().map(diff_item).collect(),
         ToolResultView::Read(card) => vec![text_item(&read_block(card))],
-        other => vec![text_item(&render_result_text(other))],
+        other => vec![text_item(&result_text(other))],
     };
     if !content.is_empty() {
         update.insert("content".into(), Value::Array(content));

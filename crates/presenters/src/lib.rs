@@ -8,8 +8,9 @@
 //!   fallback) for anything malformed, never an error or a panic;
 //! - the shell output [`markers`], spelled once: the `bash` tool renders its model text with
 //!   [`render_shell_output`], and [`parse_exit_status`] reads the exit status back;
-//! - [`render_text`] for terminals, and the [`acp`] projection onto Agent Client Protocol
-//!   `ToolCall` / `ToolCallUpdate` JSON.
+//! - [`render_text`] for terminals, which shows every control character of the untrusted tool
+//!   output and arguments as a visible escape ([`escape_controls`]), and the [`acp`] projection
+//!   onto Agent Client Protocol `ToolCall` / `ToolCallUpdate` JSON, which keeps the text as it is.
 //!
 //! It deliberately does no I/O and keeps no state: no files, processes, environment, clock or
 //! randomness, so the same card comes out live and on replay. It never changes what the model
@@ -56,4 +57,4 @@ pub mod text;
 pub use markers::{
     ExitOutcome, ExitStatus, Truncation, parse_exit_status, render_markers, render_shell_output,
 };
-pub use text::{Card, render_call_text, render_result_text, render_text};
+pub use text::{Card, escape_controls, render_call_text, render_result_text, render_text};

@@ -3,6 +3,13 @@
 //! The text carries no colour codes or other terminal escapes: a CLI adds styling on top. Every
 //! card renders: a terminal result becomes a console block (`$ command`, the output, the status
 //! marker), a diff becomes a unified diff, and capped listings say how much was left out.
+//!
+//! Tool output and arguments are untrusted, and a terminal obeys the control characters it is
+//! sent: an OSC 52 sequence writes the clipboard, another retitles the window, a CSI clears the
+//! screen, a bidi override reorders what the reader sees. So every public renderer here passes
+//! its text through [`escape_controls`], which shows such characters as visible escapes
+//! (`\x1b`, `\u{202e}`) and keeps only newlines and tabs. The ACP projection and the model's
+//! text are built from the raw card fields and are unchanged.
 
 use crate::markers::{ExitOutcome, status_marker};
 use dsh_tools::card::{
@@ -12,6 +19,8 @@ use dsh_tools::card::{
 };
 use dsh_tools::{ToolCallView, ToolResultView};
 use similar::TextDiff;
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 /// Either kind of card, for [`render_text`].
 #[derive(Clone, Copy, Debug)]
@@ -42,8 +51,74 @@ pub fn render_text<'a>(card: impl Into<Card<'a>>) -> String {
     }
 }
 
-/// Renders a pending card as plain text.
+/// Renders a pending card as plain text, with control characters escaped.
 pub fn render_call_text(view: &ToolCallView) -> String {
+    escape_controls(&call_text(view)).into_owned()
+}
+
+/// Renders a completed card as plain text, with control characters escaped.
+pub fn render_result_text(view: &ToolResultView) -> String {
+    escape_controls(&result_text(view)).into_owned()
+}
+
+/// A terminal result as a console block: `$ <command>`, the output, then the status marker
+/// (nothing for exit code 0), each part only when present; control characters escaped.
+pub fn console_block(card: &TerminalResultView) -> String {
+    escape_controls(&raw_console_block(card)).into_owned()
+}
+
+/// One file change as a unified diff with three lines of context; a created file is diffed
+/// against `/dev/null`, and a change that changes nothing says so. Control characters are
+/// escaped.
+pub fn render_file_diff(diff: &FileDiff) -> String {
+    escape_controls(&file_diff(diff)).into_owned()
+}
+
+/// Shows the characters a terminal would act on as visible escapes, so untrusted text prints as
+/// what it is.
+///
+/// Escaped: every C0 control but newline and tab (ESC as `\x1b`, BEL `\x07`, CR `\x0d`), DEL
+/// (`\x7f`), the C1 controls U+0080–U+009F (`\u{9b}`) and the bidi embeddings, overrides and
+/// isolates U+202A–U+202E and U+2066–U+2069 (`\u{202e}`). Everything else, backslashes
+/// included, is kept, so the escaping is for reading, not a reversible encoding. Text with
+/// nothing to escape is returned borrowed.
+///
+/// ```
+/// use presenters::text::escape_controls;
+///
+/// assert_eq!(escape_controls("\x1b]52;c;aGk=\x07ok\n"), "\\x1b]52;c;aGk=\\x07ok\n");
+/// assert_eq!(escape_controls("abc\u{202e}fed"), "abc\\u{202e}fed");
+/// assert_eq!(escape_controls("tab\tkept"), "tab\tkept");
+/// ```
+pub fn escape_controls(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_terminal_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if !is_terminal_control(c) {
+            out.push(c);
+        } else if c.is_ascii() {
+            // Writing to a `String` cannot fail.
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a terminal could act on `c` rather than print it (see [`escape_controls`]).
+fn is_terminal_control(c: char) -> bool {
+    match c {
+        '\n' | '\t' => false,
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
+        // C0, DEL and C1: the Unicode `Cc` category.
+        c => c.is_control(),
+    }
+}
+
+fn call_text(view: &ToolCallView) -> String {
     match view {
         ToolCallView::Generic(card) => generic_call(card),
         ToolCallView::Terminal(card) => terminal_call(card),
@@ -52,16 +127,16 @@ pub fn render_call_text(view: &ToolCallView) -> String {
     }
 }
 
-/// Renders a completed card as plain text.
-pub fn render_result_text(view: &ToolResultView) -> String {
+/// A completed card as raw text: the form the ACP projection embeds.
+pub(crate) fn result_text(view: &ToolResultView) -> String {
     match view {
         ToolResultView::Generic(card) => generic_result(card),
-        ToolResultView::Terminal(card) => console_block(card),
+        ToolResultView::Terminal(card) => raw_console_block(card),
         ToolResultView::Diff(card) => {
             let mut out = Lines::default();
             out.push_opt(card.title.as_deref());
             for diff in &card.diffs {
-                out.push(&render_file_diff(diff));
+                out.push(&file_diff(diff));
             }
             out.finish()
         }
@@ -74,9 +149,8 @@ pub fn render_result_text(view: &ToolResultView) -> String {
     }
 }
 
-/// A terminal result as a console block: `$ <command>`, the output, then the status marker
-/// (nothing for exit code 0), each part only when present.
-pub fn console_block(card: &TerminalResultView) -> String {
+/// The console block of [`console_block`] as raw text: the form the ACP projection fences.
+pub(crate) fn raw_console_block(card: &TerminalResultView) -> String {
     let mut out = Lines::default();
     if let Some(title) = &card.title {
         out.push(&format!("$ {title}"));
@@ -90,9 +164,7 @@ pub fn console_block(card: &TerminalResultView) -> String {
     out.finish()
 }
 
-/// One file change as a unified diff with three lines of context; a created file is diffed
-/// against `/dev/null`, and a change that changes nothing says so.
-pub fn render_file_diff(diff: &FileDiff) -> String {
+fn file_diff(diff: &FileDiff) -> String {
     let old = diff.old_text.as_deref().unwrap_or_default();
     let old_name = match diff.old_text {
         Some(_) => format!("a/{}", diff.path),
@@ -148,7 +220,7 @@ fn diff_call(card: &DiffCallView) -> String {
     let mut out = Lines::default();
     out.push(&card.title);
     for diff in &card.diffs {
-        out.push(&render_file_diff(diff));
+        out.push(&file_diff(diff));
     }
     out.finish()
 }

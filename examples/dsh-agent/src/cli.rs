@@ -1,158 +1,313 @@
-//! Command-line parsing: four subcommands and a handful of flags, with clear errors.
+//! Command-line parsing with `clap`: four subcommands, `--help`/`-h` on each, `--version`,
+//! `--opt=value` and `--opt value`, `--` before a prompt that starts with `-`, did-you-mean
+//! suggestions, and exit status 2 for a usage error.
 
-/// The usage text.
-pub(crate) const USAGE: &str = "usage:
-  dsh-agent run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background] [PROMPT…]
-  dsh-agent replay LOG [--json]
-  dsh-agent schemas [--strict]
-  dsh-agent sdk
+use clap::{ArgAction, Args, Parser, Subcommand};
+use std::time::Duration;
 
-run       run a session with the bash and job tools against a scripted model (the embedded
-          demo without --script); cards on a terminal, or JSONL session events with --json
-replay    print the cards of a session log (--json: one card JSON per line)
-schemas   print the model-facing tool schemas (--strict: the strict projection)
-sdk       print the Code Mode TypeScript declarations of the tools";
+/// The exit statuses, shown at the end of `--help` (the README lists the same).
+const EXIT_STATUS: &str = "\
+Exit status:
+  0    the session completed (or the command did its work)
+  1    the run failed: a model error, a script that ran out or has steps left over, a failed
+       write to stdout, or another runtime error
+  2    a usage error: a bad command line, an unreadable or invalid script, a bad --cwd
+  3    the turn stopped at the step limit
+  4    the session completed, but background jobs still ran when it ended and were stopped
+       (the --wait-jobs wait ran out, was 0, or Ctrl-C cut it short)
+  130  the turn was cancelled
+  141  stdout was closed by its reader (`dsh-agent run --json | head`); nothing is printed
+
+Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or
+`RUST_LOG=dsh_tools=debug`; default: warnings); -v/-q override it.";
+
+/// The runnable agent of dsh-rs: the bash and job tools driven by a scripted model.
+#[derive(Debug, PartialEq, Eq, Parser)]
+#[command(name = "dsh-agent", version, after_help = EXIT_STATUS)]
+pub(crate) struct Cli {
+    /// Log more to stderr: -v info, -vv debug, -vvv trace.
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub(crate) verbose: u8,
+    /// Log less to stderr: -q errors only, -qq nothing (each -q cancels a -v).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub(crate) quiet: u8,
+    /// What to do; without one, this help is printed.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+}
+
+/// A subcommand.
+#[derive(Debug, PartialEq, Eq, Subcommand)]
+pub(crate) enum Command {
+    /// Run a session with the bash and job tools against a scripted model (the embedded demo
+    /// without --script): cards on a terminal, or JSONL session events with --json.
+    Run(RunOptions),
+    /// Print the cards of a session log (--json: one card JSON per line).
+    Replay {
+        /// The session log (JSONL), as written by `run --log`.
+        log: String,
+        /// Print one card JSON per line instead of terminal text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the model-facing tool schemas.
+    Schemas {
+        /// Print the strict projection (every property required, for strict function calling).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Print the Code Mode TypeScript declarations of the tools.
+    Sdk,
+}
 
 /// The options of `run`.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Args)]
+#[command(after_help = EXIT_STATUS)]
 pub(crate) struct RunOptions {
+    /// The script to play (JSON; `-` reads it from stdin). Default: the embedded demo.
+    #[arg(long, value_name = "FILE|-")]
     pub(crate) script: Option<String>,
+    /// Also write the session events to this file (JSONL), for `replay`.
+    #[arg(long, value_name = "FILE")]
     pub(crate) log: Option<String>,
+    /// The working directory of the session. Default: the current directory.
+    #[arg(long, value_name = "DIR")]
     pub(crate) cwd: Option<String>,
+    /// Print JSONL session events instead of cards.
+    #[arg(long)]
     pub(crate) json: bool,
+    /// Run without background jobs (the bash tool offers no `run_in_background`).
+    #[arg(long)]
     pub(crate) no_background: bool,
+    /// How long to wait, once the session has ended, for background jobs still running
+    /// (`90s`, `5m`, `1h 30m`; `0` stops them at once). Jobs stopped this way make the exit
+    /// status 4.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    pub(crate) wait_jobs: Duration,
+    /// The user's prompt (words are joined by spaces). Default: the demo's prompt. Put `--`
+    /// before a prompt that starts with `-`.
+    #[arg(value_name = "PROMPT")]
     pub(crate) prompt: Vec<String>,
 }
 
-/// A parsed command line.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Command {
-    Run(RunOptions),
-    Replay { log: String, json: bool },
-    Schemas { strict: bool },
-    Sdk,
-    Help,
+/// A duration in humantime syntax (`250ms`, `90s`, `5m`), or a bare `0`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if text.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("{error} (expected a duration such as `90s`, `5m` or `0`)"))
 }
 
-/// Parses the arguments after the program name.
-pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
-    let Some((command, rest)) = args.split_first() else {
-        return Ok(Command::Help);
-    };
-    match command.as_str() {
-        "-h" | "--help" | "help" => Ok(Command::Help),
-        "run" => parse_run(rest).map(Command::Run),
-        "replay" => {
-            let mut log = None;
-            let mut json = false;
-            for arg in rest {
-                match arg.as_str() {
-                    "--json" => json = true,
-                    flag if flag.starts_with("--") => {
-                        return Err(format!("replay: unknown option `{flag}`"));
-                    }
-                    path if log.is_none() => log = Some(path.to_owned()),
-                    extra => return Err(format!("replay: unexpected argument `{extra}`")),
-                }
-            }
-            let log = log.ok_or("replay: which log? (dsh-agent replay LOG)")?;
-            Ok(Command::Replay { log, json })
-        }
-        "schemas" => match rest {
-            [] => Ok(Command::Schemas { strict: false }),
-            [flag] if flag == "--strict" => Ok(Command::Schemas { strict: true }),
-            _ => Err(format!(
-                "schemas: unexpected arguments `{}`",
-                rest.join(" ")
-            )),
-        },
-        "sdk" => match rest {
-            [] => Ok(Command::Sdk),
-            _ => Err(format!("sdk: unexpected arguments `{}`", rest.join(" "))),
-        },
-        other => Err(format!("unknown command `{other}`")),
-    }
+/// Parses the whole command line, program name first. Help and version requests come back as
+/// errors too (`clap::Error::use_stderr` is false for them), the way clap reports them.
+pub(crate) fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    Cli::try_parse_from(args)
 }
 
-fn parse_run(args: &[String]) -> Result<RunOptions, String> {
-    let mut options = RunOptions::default();
-    let mut rest = args.iter();
-    let value = |flag: &str, rest: &mut std::slice::Iter<'_, String>| {
-        rest.next()
-            .cloned()
-            .ok_or_else(|| format!("run: {flag} needs a value"))
-    };
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--script" => options.script = Some(value("--script", &mut rest)?),
-            "--log" => options.log = Some(value("--log", &mut rest)?),
-            "--cwd" => options.cwd = Some(value("--cwd", &mut rest)?),
-            "--json" => options.json = true,
-            "--no-background" => options.no_background = true,
-            "--" => {
-                options.prompt.extend(rest.by_ref().cloned());
-            }
-            flag if flag.starts_with("--") => return Err(format!("run: unknown option `{flag}`")),
-            word => options.prompt.push(word.to_owned()),
-        }
+/// The top-level help, for a command line with no subcommand: what `--help` prints.
+pub(crate) fn help() -> String {
+    use clap::CommandFactory;
+    let mut text = Cli::command().render_help().to_string();
+    if !text.ends_with('\n') {
+        text.push('\n');
     }
-    Ok(options)
+    text
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    fn parse_words(line: &str) -> Result<Command, String> {
-        let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-        parse(&args)
+    use super::*;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use pretty_assertions::assert_eq;
+
+    fn parse_words(line: &str) -> Result<Cli, clap::Error> {
+        parse(std::iter::once("dsh-agent").chain(line.split_whitespace()))
+    }
+
+    fn command(line: &str) -> Option<Command> {
+        parse_words(line)
+            .unwrap_or_else(|e| panic!("{line}: {e}"))
+            .command
+    }
+
+    fn run(options: RunOptions) -> Option<Command> {
+        Some(Command::Run(options))
+    }
+
+    fn defaults() -> RunOptions {
+        RunOptions {
+            script: None,
+            log: None,
+            cwd: None,
+            json: false,
+            no_background: false,
+            wait_jobs: Duration::from_secs(300),
+            prompt: Vec::new(),
+        }
     }
 
     #[test]
     fn commands_and_flags_parse() {
-        assert_eq!(parse_words(""), Ok(Command::Help));
-        assert_eq!(parse_words("sdk"), Ok(Command::Sdk));
+        assert_eq!(command(""), None);
+        assert_eq!(command("sdk"), Some(Command::Sdk));
         assert_eq!(
-            parse_words("schemas --strict"),
-            Ok(Command::Schemas { strict: true })
+            command("schemas --strict"),
+            Some(Command::Schemas { strict: true })
         );
         assert_eq!(
-            parse_words("replay s.jsonl --json"),
-            Ok(Command::Replay {
+            command("replay s.jsonl --json"),
+            Some(Command::Replay {
                 log: "s.jsonl".into(),
                 json: true
             })
         );
         assert_eq!(
-            parse_words("run --script - --log l.jsonl --json list the files"),
-            Ok(Command::Run(RunOptions {
+            command("run --script - --log l.jsonl --json list the files"),
+            run(RunOptions {
                 script: Some("-".into()),
                 log: Some("l.jsonl".into()),
                 json: true,
                 prompt: vec!["list".into(), "the".into(), "files".into()],
-                ..RunOptions::default()
-            }))
+                ..defaults()
+            })
         );
     }
 
     #[test]
-    fn mistakes_are_named() {
-        assert_eq!(parse_words("fly"), Err("unknown command `fly`".into()));
+    fn options_take_their_value_either_way_and_dashes_end_them() {
+        let expected = run(RunOptions {
+            script: Some("s.json".into()),
+            cwd: Some("/tmp".into()),
+            ..defaults()
+        });
+        assert_eq!(command("run --script=s.json --cwd=/tmp"), expected);
+        assert_eq!(command("run --script s.json --cwd /tmp"), expected);
         assert_eq!(
-            parse_words("run --script"),
-            Err("run: --script needs a value".into())
+            command("run --json -- -v --not-a-flag"),
+            run(RunOptions {
+                json: true,
+                prompt: vec!["-v".into(), "--not-a-flag".into()],
+                ..defaults()
+            })
         );
-        assert_eq!(
-            parse_words("run --fast"),
-            Err("run: unknown option `--fast`".into())
-        );
-        assert_eq!(
-            parse_words("replay"),
-            Err("replay: which log? (dsh-agent replay LOG)".into())
-        );
-        assert_eq!(
-            parse_words("sdk now"),
-            Err("sdk: unexpected arguments `now`".into())
-        );
+        let cli = parse_words("-vv run -q").unwrap();
+        assert_eq!((cli.verbose, cli.quiet), (2, 1));
+        let cli = parse_words("run --no-background -vv").unwrap();
+        assert_eq!((cli.verbose, cli.quiet), (2, 0));
+        let cli = parse_words("-q schemas").unwrap();
+        assert_eq!((cli.verbose, cli.quiet), (0, 1));
+    }
+
+    #[test]
+    fn the_job_wait_is_a_humantime_duration_or_zero() {
+        for (text, expected) in [
+            ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
+            ("250ms", Duration::from_millis(250)),
+            ("90s", Duration::from_secs(90)),
+            ("1h 30m", Duration::from_secs(5400)),
+        ] {
+            let cli = parse(["dsh-agent", "run", "--wait-jobs", text]).unwrap();
+            assert_eq!(
+                cli.command,
+                run(RunOptions {
+                    wait_jobs: expected,
+                    ..defaults()
+                }),
+                "{text}"
+            );
+        }
+        let error = parse_words("run --wait-jobs soon").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::ValueValidation);
+        assert!(error.to_string().contains("`90s`"), "{error}");
+    }
+
+    /// The offending argument an error names, and the suggestion, if any.
+    fn named(error: &clap::Error) -> (Option<String>, Option<String>) {
+        let text = |kind| match error.get(kind) {
+            Some(ContextValue::String(s)) => Some(s.clone()),
+            Some(ContextValue::Strings(s)) => Some(s.join(" ")),
+            _ => None,
+        };
+        (
+            text(ContextKind::InvalidArg).or_else(|| text(ContextKind::InvalidSubcommand)),
+            text(ContextKind::SuggestedSubcommand).or_else(|| text(ContextKind::SuggestedArg)),
+        )
+    }
+
+    #[test]
+    fn mistakes_are_named_with_a_suggestion_when_one_is_close() {
+        for (line, kind, expected) in [
+            ("fly", ErrorKind::InvalidSubcommand, (Some("fly"), None)),
+            (
+                "rum",
+                ErrorKind::InvalidSubcommand,
+                (Some("rum"), Some("run")),
+            ),
+            (
+                "run --script",
+                ErrorKind::InvalidValue,
+                (Some("--script <FILE|->"), None),
+            ),
+            (
+                "run --fast",
+                ErrorKind::UnknownArgument,
+                (Some("--fast"), None),
+            ),
+            (
+                "run --jsno",
+                ErrorKind::UnknownArgument,
+                (Some("--jsno"), Some("--json")),
+            ),
+            (
+                "replay",
+                ErrorKind::MissingRequiredArgument,
+                (Some("<LOG>"), None),
+            ),
+            ("sdk now", ErrorKind::UnknownArgument, (Some("now"), None)),
+        ] {
+            let error = parse_words(line).unwrap_err();
+            assert_eq!(error.kind(), kind, "{line}: {error}");
+            let expected = (expected.0.map(str::to_owned), expected.1.map(str::to_owned));
+            assert_eq!(named(&error), expected, "{line}: {error}");
+            assert!(error.use_stderr(), "{line}");
+        }
+    }
+
+    #[test]
+    fn help_and_version_are_answers_not_mistakes() {
+        for line in [
+            "--help",
+            "-h",
+            "run -h",
+            "replay --help",
+            "schemas -h",
+            "sdk --help",
+        ] {
+            let error = parse_words(line).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::DisplayHelp, "{line}");
+            assert!(!error.use_stderr(), "{line}");
+        }
+        let error = parse_words("--version").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::DisplayVersion);
+        assert!(help().contains("Exit status:"));
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

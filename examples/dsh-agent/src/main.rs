@@ -1,19 +1,21 @@
 //! `dsh-agent`: the runnable agent of dsh-rs.
 //!
 //! ```text
-//! dsh-agent run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background] [PROMPT…]
-//! dsh-agent replay LOG [--json]
-//! dsh-agent schemas [--strict]
-//! dsh-agent sdk
+//! dsh-agent [-v|-q] run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background]
+//!                       [--wait-jobs DURATION] [--] [PROMPT…]
+//! dsh-agent [-v|-q] replay LOG [--json]
+//! dsh-agent [-v|-q] schemas [--strict]
+//! dsh-agent [-v|-q] sdk
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
 //! presenters) to a scripted model; without `--script` it plays an embedded demo. A real model
-//! adapter plugs in at the same `ModelAdapter` seam.
-
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+//! adapter plugs in at the same `ModelAdapter` seam. `--help` on any subcommand lists the
+//! options and the exit statuses.
 
 mod cli;
+mod logging;
+mod output;
 mod render;
 
 use agent_loop::{
@@ -21,8 +23,8 @@ use agent_loop::{
     SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{Command, RunOptions, USAGE};
-use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
+use cli::{Command, RunOptions};
+use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
 use render::Style;
@@ -31,6 +33,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
@@ -38,10 +41,12 @@ use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 const DEMO: &str = include_str!("demo.json");
 const DEMO_PROMPT: &str = "Show me what the dsh-rs tools can do.";
 
-/// How long `run` waits for background jobs still running after the turn.
-const JOB_WAIT: Duration = Duration::from_secs(300);
+/// The exit status of a session that ended with background jobs still running, which had to
+/// be stopped.
+const JOBS_STOPPED_STATUS: u8 = 4;
 
-/// A failure that ends the program with a one-line reason and a status.
+/// A failure that ends the program with a one-line reason (none when it was already said) and
+/// a status.
 struct Failure {
     status: u8,
     message: String,
@@ -56,6 +61,13 @@ impl Failure {
     }
 }
 
+impl From<output::StdoutFailed> for Failure {
+    fn from(_: output::StdoutFailed) -> Failure {
+        // `finish` reports the failure itself, which decides the status.
+        Failure::new(1, "")
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Failure {
         // One line: the chain joined, the way a shell user reads it.
@@ -64,19 +76,45 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let outcome = match cli::parse(&args) {
-        Ok(Command::Help) => {
-            println!("{USAGE}");
-            Ok(())
+    let cli = match cli::parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(error) if error.use_stderr() => {
+            // A usage error: clap's message names the mistake, suggests a fix when one is
+            // close, and shows the usage line.
+            let _ = error.print();
+            return ExitCode::from(2);
         }
-        Ok(command) => execute(command),
-        Err(message) => Err(Failure::new(2, format!("{message}\n\n{USAGE}"))),
+        // `--help`, `-h` or `--version`: the answer goes to stdout.
+        Err(answer) => {
+            let text = answer.render().to_string();
+            return finish(output::line(text.trim_end_matches('\n')).map_err(Failure::from));
+        }
     };
+    logging::install(cli.verbose, cli.quiet);
+    let outcome = match cli.command {
+        None => output::text(&cli::help()).map_err(Failure::from),
+        Some(command) => execute(command),
+    };
+    finish(outcome)
+}
+
+/// The exit status, and the one line on stderr that says why when it is not 0. A failed stdout
+/// decides: whatever else went wrong followed from it. A reader that went away (`EPIPE`, as
+/// with `| head`) ends the program quietly, the way a Unix tool killed by `SIGPIPE` does.
+fn finish(outcome: Result<(), Failure>) -> ExitCode {
+    if let Some(error) = output::failure() {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            return ExitCode::from(output::BROKEN_PIPE_STATUS);
+        }
+        output::say(&format!("dsh-agent: cannot write to stdout: {error}"));
+        return ExitCode::from(1);
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("dsh-agent: {}", failure.message);
+            if !failure.message.is_empty() {
+                output::say(&format!("dsh-agent: {}", failure.message));
+            }
             ExitCode::from(failure.status)
         }
     }
@@ -84,7 +122,6 @@ fn main() -> ExitCode {
 
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Help => Ok(()),
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
             let schemas: Vec<ToolSchema> = if strict {
@@ -100,13 +137,11 @@ fn execute(command: Command) -> Result<(), Failure> {
                 registry.schemas(None)
             };
             let text = serde_json::to_string_pretty(&schemas).context("serialising the schemas")?;
-            println!("{text}");
-            Ok(())
+            Ok(output::line(&text)?)
         }
         Command::Sdk => {
             let (registry, _) = registry(true);
-            print!("{}", registry.code_mode_sdk(None));
-            Ok(())
+            Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay(&log, json),
         Command::Run(options) => {
@@ -143,6 +178,15 @@ fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
         .load(JobToolsPlugin::new(jobs.clone()))
     {
         panic!("the job tools failed to load: {error}");
+    }
+    // Once nobody reads stdout (`| head` has closed it, or it is full), the session's work
+    // would go unseen: no further command starts.
+    if let Err(error) = registry.global_scope().guard(|_| {
+        output::closed()
+            .is_cancelled()
+            .then(|| String::from("stdout is closed; no more commands are started"))
+    }) {
+        panic!("the stdout guard failed to install: {error}");
     }
     (registry, jobs)
 }
@@ -190,14 +234,15 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .observe(&record.event);
+            // A failed write is remembered by `output` and ends the session (see `finish`).
             if json {
-                println!("{}", record.to_json_line());
+                let _ = output::line(&record.to_json_line());
                 return;
             }
             let mut tracker = tracker.lock().unwrap_or_else(|e| e.into_inner());
             tracker.observe(&record.event);
             if let Some(text) = render::event(&record.event, tracker.cards(), style) {
-                println!("{text}");
+                let _ = output::line(&text);
             }
         }
     };
@@ -214,6 +259,7 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     let directory = AgentDirectory::new();
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));
+    let _stop_watch = cancel_when_stdout_closes(&agent);
 
     let prompt = if options.prompt.is_empty() {
         DEMO_PROMPT.to_owned()
@@ -225,12 +271,14 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::new(1, e.to_string()))?;
     // Background work may still be running; its notices open turns of their own.
-    if let Some(id) = settle_background(&agent, &directory, &jobs, JOB_WAIT).await {
-        eprintln!(
-            "dsh-agent: job {id} still runs after {}s; stopping it",
-            JOB_WAIT.as_secs()
-        );
-    }
+    let stopped = settle_background(
+        &agent,
+        &directory,
+        &jobs,
+        options.wait_jobs,
+        output::closed().clone(),
+    )
+    .await;
     directory.wait_woken().await;
     agent.wait_idle().await;
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
@@ -241,13 +289,32 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     }
     let ending = std::mem::take(&mut *ending.lock().unwrap_or_else(|e| e.into_inner()));
     for notice in &ending.undelivered {
-        eprintln!("dsh-agent: this notice never reached the model: {notice}");
+        output::say(&format!(
+            "dsh-agent: this notice never reached the model: {}",
+            presenters::escape_controls(notice)
+        ));
     }
     ending.verdict(first.reason)?;
     // A script with steps left over did not play out as written.
     model
         .check_exhausted()
-        .map_err(|e| Failure::new(1, e.to_string()))
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    // `settle_background` already named the jobs it stopped.
+    if stopped.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new(JOBS_STOPPED_STATUS, ""))
+    }
+}
+
+/// Cancels the agent's turn once stdout fails; the stdout guard in [`registry`] refuses every
+/// command after that, also in turns a job notice opens. The task ends with the runtime.
+fn cancel_when_stdout_closes(agent: &Agent) -> tokio::task::JoinHandle<()> {
+    let agent = agent.clone();
+    tokio::spawn(async move {
+        output::closed().cancelled().await;
+        agent.cancel_turn();
+    })
 }
 
 /// How the session ended, as its events tell: the last turn's reason (woken turns included),
@@ -303,36 +370,132 @@ impl SessionEnding {
 }
 
 /// Waits until the agent is idle, every turn a job notice opened has finished, and none of the
-/// agent's jobs still runs. Returns the first job still running after `limit`, which the
-/// caller stops (disposing the agent kills it) instead of waiting on.
+/// agent's jobs still runs, for at most `wait` from the moment the session is first found with
+/// jobs running, and says so on stderr at once (which jobs, how long, how to stop them).
+/// Returns the jobs still running when the wait ran out, Ctrl-C was pressed or `stop` fired;
+/// the caller stops them (disposing the agent kills them). `wait` zero stops them at once.
 async fn settle_background(
     agent: &Agent,
     directory: &AgentDirectory,
     jobs: &JobRuntime,
-    limit: Duration,
-) -> Option<String> {
+    wait: Duration,
+    stop: CancellationToken,
+) -> Vec<JobSnapshot> {
+    let running = || -> Vec<JobSnapshot> {
+        jobs.list(Some(agent.session_id()))
+            .into_iter()
+            .filter(|job| !job.status.is_terminal())
+            .collect()
+    };
+    let mut deadline = None;
+    let mut announced = std::collections::BTreeSet::new();
+    // Registered before the announcement that offers Ctrl-C, so the offer holds from the start.
+    let mut interrupt = None;
     loop {
         agent.wait_idle().await;
         directory.wait_woken().await;
-        let running: Vec<String> = jobs
-            .list(Some(agent.session_id()))
-            .into_iter()
-            .filter(|job| !job.status.is_terminal())
-            .map(|job| job.id.to_string())
-            .collect();
-        if running.is_empty() {
-            return None;
+        let still = running();
+        if still.is_empty() {
+            return still;
         }
-        for id in running {
+        if stop.is_cancelled() {
+            return still;
+        }
+        let first = deadline.is_none();
+        let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + wait);
+        if interrupt.is_none() && !wait.is_zero() {
+            interrupt =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+        }
+        let new: Vec<&JobSnapshot> = still
+            .iter()
+            .filter(|job| announced.insert(job.id.to_string()))
+            .collect();
+        if !new.is_empty() {
+            let left = if first {
+                wait
+            } else {
+                deadline.saturating_duration_since(tokio::time::Instant::now())
+            };
+            output::say(&announcement(&new, left, wait));
+        }
+        for job in &still {
             // `settled`, not `wait`: the host waiting must not take the notice from the model.
             // It returns once the notice went out and its wake-up, if any, was registered with
             // the directory, so the next `wait_woken` sees that turn.
-            let settled = jobs.settled(&id, Some(agent.session_id()));
-            if tokio::time::timeout(limit, settled).await.is_err() {
-                return Some(id);
+            let settled = jobs.settled(job.id.as_str(), Some(agent.session_id()));
+            let interrupted = async {
+                match interrupt.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let why = tokio::select! {
+                _ = settled => continue,
+                () = tokio::time::sleep_until(deadline) => "the wait ran out",
+                _ = interrupted => "interrupted",
+                () = stop.cancelled() => "stdout is closed",
+            };
+            let left = running();
+            // With `--wait-jobs 0` the announcement already said they are being stopped.
+            if !left.is_empty() && !wait.is_zero() {
+                output::say(&format!(
+                    "dsh-agent: stopping {} ({why}): {}",
+                    count(left.len()),
+                    job_ids(&left.iter().collect::<Vec<_>>()),
+                ));
             }
+            return left;
         }
     }
+}
+
+/// The line that says, as soon as the session has ended, which jobs still run, how long the
+/// program waits for them and how to stop them.
+fn announcement(jobs: &[&JobSnapshot], left: Duration, wait: Duration) -> String {
+    let listed = jobs
+        .iter()
+        .map(|job| format!("{} ({})", job.id, presenters::escape_controls(&job.label)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let still = format!(
+        "dsh-agent: {} still running after the session: {listed}",
+        count(jobs.len())
+    );
+    if left.is_zero() {
+        let why = if wait.is_zero() {
+            "--wait-jobs 0"
+        } else {
+            "the wait ran out"
+        };
+        return format!("{still}; stopping {} now ({why})", them(jobs.len()));
+    }
+    // Whole milliseconds, in the syntax `--wait-jobs` takes.
+    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    format!(
+        "{still}; waiting up to {} for {} (Ctrl-C stops {} now; --wait-jobs sets the wait)",
+        humantime::format_duration(left),
+        them(jobs.len()),
+        them(jobs.len()),
+    )
+}
+
+fn count(n: usize) -> String {
+    match n {
+        1 => String::from("1 background job"),
+        n => format!("{n} background jobs"),
+    }
+}
+
+fn them(n: usize) -> &'static str {
+    if n == 1 { "it" } else { "them" }
+}
+
+fn job_ids(jobs: &[&JobSnapshot]) -> String {
+    jobs.iter()
+        .map(|job| job.id.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn replay(path: &str, json: bool) -> Result<(), Failure> {
@@ -351,10 +514,12 @@ fn replay(path: &str, json: bool) -> Result<(), Failure> {
         let record = match entry.map_err(|e| unreadable(&e))? {
             LogEntry::Event(record) => record,
             LogEntry::Repaired(record, repaired) => {
-                eprintln!(
+                output::say(&format!(
                     "dsh-agent: line {} of {path}: kept without {} (not understood: {})",
-                    repaired.line, repaired.pointer, repaired.text
-                );
+                    repaired.line,
+                    repaired.pointer,
+                    presenters::escape_controls(&repaired.text)
+                ));
                 record
             }
             LogEntry::Skipped(line) => {
@@ -379,11 +544,11 @@ fn replay(path: &str, json: bool) -> Result<(), Failure> {
         done.print(json, style)?;
     }
     if !skipped.is_empty() {
-        eprintln!(
+        output::say(&format!(
             "dsh-agent: skipped {} malformed line(s) of {path}: {}",
             skipped.len(),
             skipped.join(", ")
-        );
+        ));
     }
     if events == 0 {
         return Err(Failure::new(1, format!("{path} holds no session event")));
@@ -410,7 +575,7 @@ impl ReplaySession {
     fn print(self, json: bool, style: Style) -> Result<(), Failure> {
         if !json {
             let name = self.id.as_deref().unwrap_or("(no session/start)");
-            println!("session {name}");
+            output::line(&format!("session {}", presenters::escape_controls(name)))?;
         }
         for card in self.tracker.into_cards() {
             if json {
@@ -418,9 +583,9 @@ impl ReplaySession {
                 if let (Some(id), Some(object)) = (&self.id, value.as_object_mut()) {
                     object.insert(String::from("sessionId"), id.clone().into());
                 }
-                println!("{value}");
+                output::line(&value.to_string())?;
             } else {
-                println!("{}", render::cards(&card, style));
+                output::line(&render::cards(&card, style))?;
             }
         }
         Ok(())
@@ -460,11 +625,18 @@ mod tests {
             .unwrap();
         let outlived = tokio::time::timeout(
             Duration::from_secs(10),
-            settle_background(&agent, &directory, &jobs, Duration::from_millis(50)),
+            settle_background(
+                &agent,
+                &directory,
+                &jobs,
+                Duration::from_millis(50),
+                CancellationToken::new(),
+            ),
         )
         .await
         .expect("the wait for background jobs never gave up");
-        assert_eq!(outlived, Some(id.to_string()));
+        let ids: Vec<String> = outlived.iter().map(|job| job.id.to_string()).collect();
+        assert_eq!(ids, vec![id.to_string()]);
         agent.dispose().await;
         assert_eq!(
             jobs.get(id.as_str(), Some(agent.session_id()))

@@ -1,9 +1,16 @@
-//! Human-readable output: session events and cards as terminal text, coloured only on a
-//! terminal without `NO_COLOR`.
+//! Human-readable output: session events and cards as terminal text.
+//!
+//! Everything shown comes from the model or from tools, so every piece of event text goes
+//! through [`escape_controls`] (the cards' own renderers already do): no escape sequence,
+//! other control character or bidi override from a tool's output or arguments reaches the
+//! terminal. Colour follows the conventions `anstream` implements (`NO_COLOR`, `CLICOLOR=0`,
+//! `CLICOLOR_FORCE`, no colour when stdout is not a terminal), and `anstyle` spells the styles.
 
 use agent_loop::{CallCards, SessionEvent};
+use anstream::{AutoStream, ColorChoice};
+use anstyle::{AnsiColor, Effects};
 use dsh_tools::ContextSource;
-use std::io::IsTerminal;
+use presenters::escape_controls;
 
 /// Whether to colour output.
 #[derive(Clone, Copy, Debug)]
@@ -12,40 +19,39 @@ pub(crate) struct Style {
 }
 
 impl Style {
-    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    /// Colour when stdout takes it, by the environment's conventions.
     pub(crate) fn detect() -> Style {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
-            color: std::io::stdout().is_terminal() && !no_color,
+            color: AutoStream::choice(&std::io::stdout()) != ColorChoice::Never,
         }
     }
 
-    fn paint(self, code: &str, text: &str) -> String {
+    fn paint(self, style: anstyle::Style, text: &str) -> String {
         if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
+            format!("{style}{text}{style:#}")
         } else {
             text.to_owned()
         }
     }
 
     fn bold(self, text: &str) -> String {
-        self.paint("1", text)
+        self.paint(anstyle::Style::new().effects(Effects::BOLD), text)
     }
 
     fn dim(self, text: &str) -> String {
-        self.paint("2", text)
+        self.paint(anstyle::Style::new().effects(Effects::DIMMED), text)
     }
 
     fn red(self, text: &str) -> String {
-        self.paint("31", text)
+        self.paint(AnsiColor::Red.on_default(), text)
     }
 
     fn green(self, text: &str) -> String {
-        self.paint("32", text)
+        self.paint(AnsiColor::Green.on_default(), text)
     }
 
     fn yellow(self, text: &str) -> String {
-        self.paint("33", text)
+        self.paint(AnsiColor::Yellow.on_default(), text)
     }
 }
 
@@ -63,20 +69,26 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
             session_id,
             cwd,
             tools,
-        } => style.dim(&format!(
+        } => style.dim(&escape_controls(&format!(
             "session {session_id} in {cwd}; tools: {}",
             tools.join(", ")
-        )),
-        SessionEvent::UserMessage { content } => format!("{} {content}", style.bold("you ›")),
+        ))),
+        SessionEvent::UserMessage { content } => {
+            format!("{} {}", style.bold("you ›"), escape_controls(content))
+        }
         SessionEvent::AssistantMessage {
             text, reasoning, ..
         } => {
             let mut lines = Vec::new();
             if let Some(reasoning) = reasoning {
-                lines.push(style.dim(&format!("(thinking: {reasoning})")));
+                lines.push(style.dim(&escape_controls(&format!("(thinking: {reasoning})"))));
             }
             if !text.is_empty() {
-                lines.push(format!("{} {text}", style.bold("agent ›")));
+                lines.push(format!(
+                    "{} {}",
+                    style.bold("agent ›"),
+                    escape_controls(text)
+                ));
             }
             if lines.is_empty() {
                 return None;
@@ -99,19 +111,21 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
                 ContextSource::Plugin { plugin } => plugin.clone(),
                 _ => String::from("host"),
             };
-            style.yellow(&format!("• notice from {from}: {content}"))
+            style.yellow(&escape_controls(&format!(
+                "• notice from {from}: {content}"
+            )))
         }
         SessionEvent::JobEnd {
             job_id,
             status,
             detail,
-        } => style.dim(&format!(
+        } => style.dim(&escape_controls(&format!(
             "• job {job_id} ended: {status}{}",
             detail
                 .as_ref()
                 .map(|d| format!(" ({d})"))
                 .unwrap_or_default()
-        )),
+        ))),
         SessionEvent::TurnEnd { reason, steps } => {
             let line = format!("— turn ended: {} after {steps} step(s)", reason.as_str());
             match reason {
@@ -121,7 +135,9 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
                 _ => style.red(&line),
             }
         }
-        SessionEvent::Error { message, .. } => style.red(&format!("error: {message}")),
+        SessionEvent::Error { message, .. } => {
+            style.red(&escape_controls(&format!("error: {message}")))
+        }
         _ => return None,
     })
 }

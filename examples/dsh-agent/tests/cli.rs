@@ -287,8 +287,8 @@ fn a_malformed_script_fails_naming_the_json_error() {
 fn bad_command_lines_are_refused_with_the_usage() {
     let output = dsh_agent(&["run", "--fast"], None);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("run: unknown option `--fast`"));
-    assert!(stderr(&output).contains("usage:"));
+    assert!(stderr(&output).contains("unexpected argument '--fast' found"));
+    assert!(stderr(&output).contains("Usage: dsh-agent run"));
 }
 
 #[test]

@@ -237,10 +237,49 @@ pub fn record(text: &str, is_error: bool, meta: Option<Value>) -> ToolResultReco
     }
 }
 
-/// Short text of any kind: unicode, newlines, brackets, marker look-alikes.
+/// Sequences a hostile tool output or argument could carry, each with the way the terminal
+/// text must show it: OSC 52 clipboard writes, title changes (ended by BEL or by ST), screen
+/// clears, colours, the C1 forms of CSI and OSC, the other C0 controls, DEL, and every bidi
+/// embedding, override and isolate.
+pub const HOSTILE: [(&str, &str); 12] = [
+    ("\x1b]52;c;cm0gLXJmIH4=\x07", "\\x1b]52;c;cm0gLXJmIH4=\\x07"),
+    ("\x1b]0;owned\x1b\\", "\\x1b]0;owned\\x1b\\"),
+    ("\x1b[2J\x1b[3J\x1b[H", "\\x1b[2J\\x1b[3J\\x1b[H"),
+    ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+    ("\x1bPq#0;2;0;0;0\x1b\\", "\\x1bPq#0;2;0;0;0\\x1b\\"),
+    ("\u{9b}2J", "\\u{9b}2J"),
+    ("\u{9d}0;owned\u{9c}", "\\u{9d}0;owned\\u{9c}"),
+    (
+        "\x00\x07\x08\x0b\x0c\r\x7f",
+        "\\x00\\x07\\x08\\x0b\\x0c\\x0d\\x7f",
+    ),
+    ("\u{85}\u{8d}\u{90}\u{9f}", "\\u{85}\\u{8d}\\u{90}\\u{9f}"),
+    ("abc\u{202e}fed\u{202c}", "abc\\u{202e}fed\\u{202c}"),
+    ("\u{202a}\u{202b}\u{202d}", "\\u{202a}\\u{202b}\\u{202d}"),
+    (
+        "\u{2066}\u{2067}\u{2068}x\u{2069}",
+        "\\u{2066}\\u{2067}\\u{2068}x\\u{2069}",
+    ),
+];
+
+/// Whether a terminal could act on `c`: a C0 control other than newline and tab, DEL, a C1
+/// control, or a bidi embedding, override or isolate. Spelled out here, apart from the
+/// renderer's own check, so the two cannot share a mistake.
+pub fn is_terminal_control(c: char) -> bool {
+    let code = u32::from(c);
+    (code < 0x20 && c != '\n' && c != '\t')
+        || (0x7f..=0x9f).contains(&code)
+        || (0x202a..=0x202e).contains(&code)
+        || (0x2066..=0x2069).contains(&code)
+}
+
+/// Short text of any kind: unicode, newlines, brackets, marker look-alikes, hostile
+/// terminal sequences.
 pub fn any_text() -> impl Strategy<Value = String> {
     prop_oneof![
         "(?s).{0,24}",
+        prop::sample::select(HOSTILE.iter().map(|(raw, _)| *raw).collect::<Vec<_>>()).prop_map(s),
+        "[a-z\u{0}-\u{1f}\u{7f}-\u{9f}\u{202a}-\u{202e}\u{2066}-\u{2069}]{0,12}",
         "[a-z \\[\\]:\\n]{0,24}",
         Just(String::new()),
         Just(s("[exit code: 1]")),

@@ -1,0 +1,375 @@
+//! `dsh-agent` as a conventional Unix command: clap's command line, diagnostics on stderr, a
+//! stdout that may close or fill up, and background jobs that outlive the session.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use support::{bash_step, run, run_with, scratch, stderr, stdout, text_step, write_script};
+
+const SUBCOMMANDS: [&str; 4] = ["run", "replay", "schemas", "sdk"];
+
+#[test]
+fn every_subcommand_has_help_on_stdout_with_status_zero() {
+    for sub in SUBCOMMANDS {
+        for flag in ["-h", "--help"] {
+            let output = run(&[sub, flag]);
+            assert_eq!(output.status.code(), Some(0), "{sub} {flag}");
+            assert_eq!(stderr(&output), "", "{sub} {flag}");
+            let text = stdout(&output);
+            assert!(
+                text.contains(&format!("Usage: dsh-agent {sub}")),
+                "{sub} {flag}:\n{text}"
+            );
+        }
+        let output = run(&["help", sub]);
+        assert_eq!(output.status.code(), Some(0), "help {sub}");
+        assert!(stdout(&output).contains(&format!("Usage: dsh-agent {sub}")));
+    }
+    let top = run(&["--help"]);
+    assert_eq!(top.status.code(), Some(0));
+    let text = stdout(&top);
+    for expected in SUBCOMMANDS.iter().map(|s| format!("  {s} ")).chain([
+        "Exit status:".into(),
+        "  4    ".into(),
+        "  141  ".into(),
+    ]) {
+        assert!(text.contains(&expected), "no {expected:?} in:\n{text}");
+    }
+    // Without a subcommand the same help, as before clap.
+    assert_eq!(stdout(&run(&[])), text);
+    let run_help = stdout(&run(&["run", "--help"]));
+    assert!(run_help.contains("--wait-jobs <DURATION>"), "{run_help}");
+    assert!(run_help.contains("[default: 5m]"), "{run_help}");
+}
+
+#[test]
+fn version_prints_the_package_version() {
+    for flag in ["--version", "-V"] {
+        let output = run(&[flag]);
+        assert_eq!(output.status.code(), Some(0));
+        assert_eq!(
+            stdout(&output),
+            format!("dsh-agent {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
+
+#[test]
+fn usage_errors_exit_two_naming_the_mistake_and_suggesting_a_fix() {
+    for (args, expected) in [
+        (&["rum"][..], "tip: a similar subcommand exists: 'run'"),
+        (
+            &["run", "--jsno"][..],
+            "tip: a similar argument exists: '--json'",
+        ),
+        (&["run", "--fast"][..], "unexpected argument '--fast' found"),
+        (&["run", "-x"][..], "to pass '-x' as a value, use '-- -x'"),
+        (
+            &["run", "--script"][..],
+            "a value is required for '--script <FILE|->'",
+        ),
+        (&["replay"][..], "<LOG>"),
+        (&["sdk", "now"][..], "unexpected argument 'now' found"),
+        (
+            &["run", "--wait-jobs", "soon"][..],
+            "for '--wait-jobs <DURATION>'",
+        ),
+    ] {
+        let output = run(args);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+        assert!(message.starts_with("error: "), "{args:?}: {message}");
+        assert!(message.contains(expected), "{args:?}: {message}");
+        assert!(
+            message.ends_with("For more information, try '--help'.\n"),
+            "{args:?}: {message}"
+        );
+        assert_eq!(stdout(&output), "", "{args:?}");
+    }
+}
+
+/// A script that runs `true` with the bash tool, then answers.
+fn one_command_script(dir: &std::path::Path) -> String {
+    let steps = json!([bash_step("c1", "true", "Do nothing"), text_step("Done.")]);
+    write_script(dir, steps).to_str().unwrap().to_owned()
+}
+
+#[test]
+fn options_take_their_value_after_an_equals_sign_and_dashes_end_them() {
+    let dir = scratch();
+    let script = one_command_script(dir.path());
+    let log = dir.path().join("log.jsonl");
+    let output = run(&[
+        "run",
+        &format!("--script={script}"),
+        &format!("--log={}", log.display()),
+        "--json",
+        "--",
+        "-n",
+        "--not-an-option",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let user: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "user/message")
+        .collect();
+    assert_eq!(user.len(), 1);
+    assert_eq!(user[0]["content"], "-n --not-an-option");
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("user/message")
+    );
+}
+
+#[test]
+fn diagnostics_go_to_stderr_filtered_by_rust_log_and_the_flags() {
+    let dir = scratch();
+    let script = one_command_script(dir.path());
+    // `tool call succeeded` is a debug event of `dsh_tools::pipeline`.
+    let shows = |flags: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["run", "--json", "--script", &script];
+        args.extend_from_slice(flags);
+        let output = run_with(&args, env);
+        assert!(
+            output.status.success(),
+            "{flags:?} {env:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !stdout(&output).contains("tool call succeeded"),
+            "diagnostics on stdout"
+        );
+        stderr(&output).contains("tool call succeeded")
+    };
+    assert!(!shows(&[], &[]), "debug shown by default");
+    assert!(!shows(&["-v"], &[]), "debug shown with -v");
+    assert!(shows(&["-vv"], &[]), "debug hidden with -vv");
+    assert!(shows(&[], &[("RUST_LOG", "debug")]));
+    assert!(shows(&[], &[("RUST_LOG", "dsh_tools=debug")]));
+    assert!(!shows(&[], &[("RUST_LOG", "agent_loop=debug")]));
+    assert!(!shows(&["-q"], &[("RUST_LOG", "debug")]), "-q did not win");
+    let output = run_with(
+        &["run", "--json", "--script", &script],
+        &[("RUST_LOG", "=nonsense=")],
+    );
+    assert!(output.status.success());
+    assert!(
+        stderr(&output).starts_with("dsh-agent: RUST_LOG=\"=nonsense=\" is not a filter"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_reader_that_goes_away_ends_the_run_quietly_and_starts_no_more_commands() {
+    let dir = scratch();
+    let (ready, gate) = (dir.path().join("ready"), dir.path().join("gate"));
+    let made = std::process::Command::new("mkfifo")
+        .args([&ready, &gate])
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // The first command says it runs, then waits at the gate until this test has closed
+    // stdout; the second must never run.
+    let steps = json!([
+        bash_step("c1", "echo > ready; read line < gate", "Wait at the gate"),
+        bash_step("c2", "touch second", "Start a second command"),
+        text_step("Done."),
+    ]);
+    let script = write_script(dir.path(), steps);
+    let mut child = support::command(
+        &[
+            "run",
+            "--json",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .spawn()
+    .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    out.read_exact(&mut first).unwrap();
+    assert_eq!(first[0], b'{');
+    // Opening `ready` for reading waits for the command to open it for writing: every event
+    // up to the command's start is written by then.
+    std::fs::read(&ready).unwrap();
+    // `head -c 10` has what it wanted and exits: the next write fails.
+    drop(out);
+    // Opening the gate for writing waits for the command to open it for reading.
+    let opener = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            let mut gate = std::fs::OpenOptions::new().write(true).open(gate)?;
+            gate.write_all(b"go\n")
+        })
+    };
+    let mut errors = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    let status = child.wait().unwrap();
+    // Had the command been stopped before it read the gate, the opener would still wait for
+    // a reader: a read-write open of a FIFO never blocks and releases it.
+    drop(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&gate)
+            .unwrap(),
+    );
+    opener.join().unwrap().unwrap();
+    assert_eq!(errors, "", "a closed stdout is not an error to report");
+    assert_eq!(status.code(), Some(141));
+    assert!(
+        !dir.path().join("second").exists(),
+        "a command started after stdout closed"
+    );
+}
+
+#[test]
+fn the_demo_piped_into_head_ends_quietly() {
+    let output = std::process::Command::new("bash")
+        .args([
+            "-o",
+            "pipefail",
+            "-c",
+            r#""$0" run --json | head -c 10; echo " status ${PIPESTATUS[0]}" >&2"#,
+            env!("CARGO_BIN_EXE_dsh-agent"),
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&output).len(), 10);
+    assert!(stdout(&output).starts_with('{'), "{}", stdout(&output));
+    assert_eq!(stderr(&output), " status 141\n");
+}
+
+#[test]
+fn a_full_stdout_fails_with_one_line_and_starts_no_command() {
+    let dir = scratch();
+    let steps = json!([
+        bash_step("c1", "touch first", "Touch a file"),
+        text_step("Done.")
+    ]);
+    let script = write_script(dir.path(), steps);
+    for args in [
+        vec![
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        vec!["schemas"],
+        vec!["--help"],
+    ] {
+        let output = support::command(&args, &[])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(
+            stderr(&output),
+            "dsh-agent: cannot write to stdout: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+    }
+    assert!(!dir.path().join("first").exists());
+}
+
+/// A script whose one step starts `sleep 30` in the background and then answers.
+fn background_script(dir: &std::path::Path) -> String {
+    let steps = json!([
+        { "toolCalls": [ {
+            "id": "c1",
+            "name": "bash",
+            "arguments": {
+                "command": "sleep 30",
+                "description": "Sleep in the background",
+                "run_in_background": true
+            }
+        } ] },
+        text_step("Started."),
+    ]);
+    write_script(dir, steps).to_str().unwrap().to_owned()
+}
+
+const STILL_RUNNING: &str =
+    "dsh-agent: 1 background job still running after the session: bash-1 (sleep 30)";
+
+#[test]
+fn jobs_left_running_are_named_at_once_and_stopped_when_the_wait_runs_out() {
+    let dir = scratch();
+    let script = background_script(dir.path());
+    let started = Instant::now();
+    let output = run(&["run", "--script", &script, "--wait-jobs", "0"]);
+    assert_eq!(
+        stderr(&output),
+        format!("{STILL_RUNNING}; stopping it now (--wait-jobs 0)\n")
+    );
+    assert_eq!(output.status.code(), Some(4));
+
+    let output = run(&["run", "--script", &script, "--wait-jobs=300ms"]);
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "{STILL_RUNNING}; waiting up to 300ms for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n\
+             dsh-agent: stopping 1 background job (the wait ran out): bash-1\n"
+        )
+    );
+    assert_eq!(output.status.code(), Some(4));
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "waited for the job to end by itself"
+    );
+}
+
+#[test]
+fn ctrl_c_during_the_wait_stops_the_jobs() {
+    let dir = scratch();
+    let script = background_script(dir.path());
+    let started = Instant::now();
+    let mut child = support::command(&["run", "--script", &script, "--wait-jobs", "1h"], &[])
+        .spawn()
+        .unwrap();
+    let mut errors = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    errors.read_line(&mut line).unwrap();
+    // Said while the job still runs, not after the wait.
+    assert_eq!(
+        line,
+        format!(
+            "{STILL_RUNNING}; waiting up to 1h for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n"
+        )
+    );
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let mut rest = String::new();
+    errors.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        rest,
+        "dsh-agent: stopping 1 background job (interrupted): bash-1\n"
+    );
+    assert_eq!(status.code(), Some(4));
+    assert!(started.elapsed() < Duration::from_secs(25));
+}

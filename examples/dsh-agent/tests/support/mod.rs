@@ -1,0 +1,69 @@
+//! Running the built `dsh-agent` as a user would, for the integration tests.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// `dsh-agent <args>` with a clean environment for logging and colour (`NO_COLOR=1`, no
+/// `RUST_LOG`, no `CLICOLOR*`), then `env` on top; stdin is `stdin` or empty.
+pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-agent"));
+    command
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// Runs `dsh-agent <args>` to the end with `env` set (see [`command`]).
+pub fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(args, env).output().unwrap()
+}
+
+/// Runs `dsh-agent <args>` to the end.
+pub fn run(args: &[&str]) -> Output {
+    run_with(args, &[])
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Writes a script of `steps` (a JSON array) to `dir/script.json`.
+pub fn write_script(dir: &Path, steps: serde_json::Value) -> PathBuf {
+    let path = dir.join("script.json");
+    let script = serde_json::json!({ "steps": steps });
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
+}
+
+/// One step that calls `bash` with `command`.
+pub fn bash_step(id: &str, command: &str, description: &str) -> serde_json::Value {
+    serde_json::json!({ "toolCalls": [ {
+        "id": id,
+        "name": "bash",
+        "arguments": { "command": command, "description": description }
+    } ] })
+}
+
+/// One step that answers with `text`.
+pub fn text_step(text: &str) -> serde_json::Value {
+    serde_json::json!({ "text": text })
+}
