@@ -42,6 +42,9 @@ use std::process::{ExitStatus, Stdio};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+/// The second word of a shell's end: nothing was left below the supervisor, which exits.
+const TREE_EMPTY: i32 = 1;
+
 /// What to start: `program` with `args` (after `argv[0]`) and exactly `env`, in `workdir`.
 #[derive(Debug)]
 pub(crate) struct Launch {
@@ -134,6 +137,8 @@ pub(crate) struct Supervised {
     partial: Vec<u8>,
     /// The shell's status once reported.
     status: Option<ExitStatus>,
+    /// Whether the supervisor reported that nothing was left below it when the shell ended.
+    empty: bool,
     /// The harness's end of the control pipe: closing it makes the supervisor sweep.
     control: Option<OwnedFd>,
 }
@@ -201,6 +206,7 @@ impl Supervised {
             reports,
             partial: Vec::with_capacity(4),
             status: None,
+            empty: false,
             control: Some(control_write),
         };
         match supervised.next_word().await? {
@@ -257,20 +263,29 @@ impl Supervised {
         if let Some(status) = self.status {
             return ShellEnd::Status(status);
         }
+        // The status, then whether nothing was left below the supervisor (written together).
+        let raw = match self.next_word().await {
+            Ok(Some(raw)) => raw,
+            Ok(None) | Err(_) => return ShellEnd::SupervisorLost,
+        };
         match self.next_word().await {
-            Ok(Some(raw)) => {
-                let status = ExitStatus::from_raw(raw);
-                self.status = Some(status);
-                ShellEnd::Status(status)
-            }
-            Ok(None) | Err(_) => ShellEnd::SupervisorLost,
+            Ok(Some(empty)) => self.empty = empty == TREE_EMPTY,
+            Ok(None) | Err(_) => return ShellEnd::SupervisorLost,
         }
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        ShellEnd::Status(status)
     }
 
     /// Asks the supervisor to kill everything below it and exit, and waits (at most `bound`)
     /// until it has. Returns whether it finished within the bound.
     pub(crate) async fn sweep(&mut self, bound: std::time::Duration) -> bool {
         self.control = None;
+        if self.empty {
+            // Nothing was left below it when the shell ended, and nothing can be re-parented to
+            // it any more: it is exiting on its own, and the runtime reaps it.
+            return true;
+        }
         match tokio::time::timeout(bound, self.process.wait()).await {
             Ok(_) => true,
             Err(_) => {
@@ -476,7 +491,7 @@ unsafe fn reap_exited(shell: libc::pid_t, report: RawFd) -> Reaped {
                 0 => return Reaped::Running,
                 pid if pid > 0 => {
                     if pid == shell {
-                        write_word(report, status);
+                        report_end(report, status);
                     }
                 }
                 _ => {
@@ -507,7 +522,7 @@ unsafe fn sweep(shell: libc::pid_t, report: RawFd) {
             match libc::waitpid(-1, &mut status, 0) {
                 pid if pid > 0 => {
                     if pid == shell {
-                        write_word(report, status);
+                        write_pair(report, status, 0);
                     }
                 }
                 _ => {
@@ -699,6 +714,40 @@ unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
             .saturating_add(i32::from(byte - b'0'));
     }
     Some(parent)
+}
+
+/// Reports the shell's end found while reaping: its status, and whether nothing is left below
+/// the supervisor (then it exits without waiting for a sweep).
+///
+/// # Safety
+/// As for [`supervise`].
+unsafe fn report_end(report: RawFd, status: libc::c_int) {
+    // SAFETY: async-signal-safe system calls on stack memory only.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let empty = libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == -1
+            && *libc::__errno_location() == libc::ECHILD;
+        write_pair(report, status, if empty { TREE_EMPTY } else { 0 });
+    }
+}
+
+/// Writes two native-endian words in one write (eight bytes to a pipe are written whole).
+///
+/// # Safety
+/// As for [`supervise`].
+unsafe fn write_pair(fd: RawFd, first: i32, second: i32) {
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&first.to_ne_bytes());
+    bytes[4..].copy_from_slice(&second.to_ne_bytes());
+    // SAFETY: a write of eight bytes of stack memory.
+    unsafe {
+        libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+    }
 }
 
 /// Writes one native-endian word; a harness that is gone is not an error here.
