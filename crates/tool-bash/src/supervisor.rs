@@ -11,13 +11,16 @@
 //! The supervisor is forked from the harness (it never calls `exec`) and marks itself a *child
 //! subreaper* (`PR_SET_CHILD_SUBREAPER`), so every process orphaned anywhere below it is
 //! re-parented to it instead of to `init`: whatever a command does to its group or session, its
-//! processes stay the supervisor's descendants. The supervisor reports two words to the harness
-//! on a pipe (the shell's pid, then the shell's wait status) and waits for one thing: its control
-//! pipe closing. Then it *sweeps*: it kills its children, reaps them, kills the orphans that
-//! re-parent to it as their parents die, and exits once it has no child left. The control pipe
-//! closes when the harness asks (the call ended, the job was killed, the owner was disposed),
-//! when the harness drops the command (teardown, a dropped future) and when the harness dies,
-//! however it dies: the kernel closes the pipe of a killed process too.
+//! processes stay the supervisor's descendants. It starts the shell the way `posix_spawn` does
+//! (`clone(CLONE_VM | CLONE_VFORK)` onto a stack of its own, then `execve`), so a failed `execve`
+//! comes back to `spawn` as its error. It reports to the harness on a pipe: the shell's pid, then
+//! the shell's wait status together with whether anything was left below it. With nothing left
+//! it exits at once (nothing can be re-parented to it any more). Otherwise it waits for one
+//! thing: its control pipe closing. Then it *sweeps*: it kills its children, reaps them, kills
+//! the orphans that re-parent to it as their parents die, and exits once it has no child left.
+//! The control pipe closes when the harness asks (the call ended, the job was killed, the owner
+//! was disposed), when the harness drops the command (teardown, a dropped future) and when the
+//! harness dies, however it dies: the kernel closes the pipe of a killed process too.
 //!
 //! What stays out of reach: a command that kills its own supervisor (a `SIGKILL` to its parent's
 //! parent) before it escapes its group. The harness notices the supervisor's death, kills the
