@@ -285,8 +285,7 @@ impl StreamCollector {
         // Bytes available nowhere (past the spill cap, after a spill failure) cannot be shown:
         // the read starts after them, and says its skip is lossy. The three bytes before the
         // window, when there are any, tell whether it starts inside a character.
-        let (fetched_from, mut bytes) =
-            self.bytes_between(window_start.saturating_sub(3).max(offset), total);
+        let (fetched_from, mut bytes) = self.bytes_from(window_start.saturating_sub(3).max(offset));
         let at = (window_start.max(fetched_from) - fetched_from) as usize;
         // The reader's own offset is where its previous read ended: between characters.
         let skip = at + skip_to_boundary(&bytes, at, fetched_from == offset);
@@ -326,44 +325,33 @@ impl StreamCollector {
         }
     }
 
-    /// The longest run of bytes ending at `end` that starts at or after `start` and that memory
-    /// or the spill file holds without a hole, with where it starts. Bytes available nowhere
-    /// (past the spill cap, or after a spill failure) end the run: bytes before them would be
-    /// shown as if they were contiguous with the bytes after.
-    fn bytes_between(&self, start: u64, end: u64) -> (u64, Vec<u8>) {
+    /// The longest run of bytes reaching the end of the stream that starts at or after
+    /// `start` and that memory or the spill file holds without a hole, with where it starts.
+    /// Bytes available nowhere (past the spill cap, or after a spill failure) end the run:
+    /// bytes before them would be shown as if they were contiguous with the bytes after.
+    fn bytes_from(&self, start: u64) -> (u64, Vec<u8>) {
         if let Some(full) = &self.full {
-            return (start, full[start as usize..end as usize].to_vec());
+            return (start, full[start as usize..].to_vec());
         }
         let tail_start = self.total - self.tail.len() as u64;
-        let mut out = Vec::with_capacity((end - start) as usize);
-        let mut from = start;
-        if start < tail_start {
-            let before_tail = tail_start.min(end);
-            let mut at = start;
-            if let Spill::Active { path, written, .. } = &self.spill {
-                let stop = (*written).min(before_tail);
-                if let Ok(chunk) = read_file_range(path, at, stop) {
-                    at += chunk.len() as u64;
-                    out.extend_from_slice(&chunk);
-                }
-            }
-            let head_end = (self.head.len() as u64).min(before_tail);
-            if at < head_end {
-                out.extend_from_slice(&self.head[at as usize..head_end as usize]);
-                at = head_end;
-            }
-            if at < before_tail {
-                // A hole: only what follows it is contiguous with the end.
-                out.clear();
-                from = tail_start;
-            }
+        if start >= tail_start {
+            let skip = (start - tail_start) as usize;
+            return (start, self.tail.iter().skip(skip).copied().collect());
         }
-        let at = from.max(tail_start);
-        if at < end {
-            let skip = (at - tail_start) as usize;
-            out.extend(self.tail.iter().skip(skip).take((end - at) as usize));
+        // Before the tail only the spill file can continue the run: the head kept in memory
+        // ends before the tail begins (the stream outgrew head and tail together).
+        let from_file = match &self.spill {
+            Spill::Active { path, .. } => read_file_range(path, start, tail_start).ok(),
+            _ => None,
+        };
+        match from_file {
+            Some(mut bytes) if bytes.len() as u64 == tail_start - start => {
+                bytes.extend(self.tail.iter());
+                (start, bytes)
+            }
+            // A hole: only what follows it is contiguous with the end.
+            _ => (tail_start, self.tail.iter().copied().collect()),
         }
-        (from, out)
     }
 }
 
