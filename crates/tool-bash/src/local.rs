@@ -550,10 +550,12 @@ fn signal_name(status: &ExitStatus) -> Option<String> {
         })
 }
 
-/// Splits the visible budget between the streams. Stdout never shows more than `stdout_max`.
-/// When both streams fit in `visible.max(stdout_max)` nothing else is cut; otherwise stderr
-/// keeps at least a third of `visible` (all of itself when shorter) plus whatever stdout leaves
-/// of `visible`, and stdout gets the rest within `stdout_max`.
+/// Splits the visible budget between the streams, given the bytes of text each decodes to
+/// ([`StreamCollector::text_len`]): budgets count text, so a short stream of invalid bytes,
+/// three bytes of text each, gets room for all of its text. Stdout never shows more than
+/// `stdout_max`. When both streams fit in `visible.max(stdout_max)` nothing else is cut;
+/// otherwise stderr keeps at least a third of `visible` (all of itself when shorter) plus
+/// whatever stdout leaves of `visible`, and stdout gets the rest within `stdout_max`.
 fn budgets(stdout: u64, stderr: u64, visible: usize, stdout_max: usize) -> (usize, usize) {
     let stdout_max = stdout_max.max(1);
     let total = visible.max(stdout_max);
@@ -654,10 +656,10 @@ impl LocalExecutor {
         let status = shell_status(end, pgid);
         drain_and_reap(&mut supervised, readers, config.grace).await;
         reaper.done();
-        let (out_total, err_total) = (lock(&stdout).total(), lock(&stderr).total());
+        let (out_text, err_text) = (lock(&stdout).text_len(), lock(&stderr).text_len());
         let (out_budget, err_budget) = budgets(
-            out_total,
-            err_total,
+            out_text,
+            err_text,
             config.visible_bytes,
             spec.stdout_max_bytes,
         );
@@ -885,7 +887,7 @@ mod tests {
 
     #[test]
     fn budgets_hold_stdout_to_its_own_limit_and_keep_a_third_for_stderr() {
-        // (stdout, stderr, visible, stdout_max) -> (stdout budget, stderr budget)
+        // (stdout text, stderr text, visible, stdout_max) -> (stdout budget, stderr budget)
         let cases = [
             // Both fit: nothing is cut but stdout's own limit.
             ((5_000, 0, 30_000, 100), (100, 30_000)),
@@ -897,6 +899,8 @@ mod tests {
             ((1_000, 50_000, 30_000, 30_000), (1_000, 29_000)),
             // Short stderr is shown whole.
             ((50_000, 10, 30_000, 30_000), (29_990, 10)),
+            // Three invalid bytes of stderr are nine bytes of text, all of them shown.
+            ((100_000, 9, 30_000, 30_000), (29_991, 9)),
             // A caller's larger stdout budget widens the total.
             ((90_000, 20_000, 30_000, 100_000), (90_000, 10_000)),
         ];

@@ -9,6 +9,14 @@
 //! A [`SpillSink`] may also budget the bytes of all its files together: every write claims its
 //! room first, and a stream the budget stops keeps a byte-exact prefix in its file (or gets no
 //! file), with the reason in its results.
+//!
+//! What a model reads is counted in text, not raw bytes: output is decoded lossily, an invalid
+//! sequence becoming U+FFFD (three bytes of text for one to three raw bytes). So a window shows
+//! a stream whole exactly when its text fits the budget ([`StreamCollector::text_len`] is what
+//! budgets are shared out by), while every note (`shown_bytes`, the elision marker, skipped
+//! bytes) counts the stream's real bytes. Windows and reads start and end only between
+//! characters: no character is split or shown twice, and an incomplete character at the end
+//! of a stream still being written is held back until it completes.
 
 use crate::shell::{Collected, StreamRead};
 use std::collections::VecDeque;
@@ -120,6 +128,17 @@ impl StreamCollector {
     /// The bytes collected so far.
     pub fn total(&self) -> u64 {
         self.total
+    }
+
+    /// The bytes of text the stream decodes to (lossy UTF-8: an invalid sequence counts as the
+    /// three bytes of U+FFFD), which is what a window's budget is counted in. Once the stream
+    /// outgrew its window this is its byte count instead: decoding never shortens a stream, so
+    /// that is already more than any window shows.
+    pub fn text_len(&self) -> u64 {
+        match &self.full {
+            Some(full) => text_len(full) as u64,
+            None => self.total,
+        }
     }
 
     /// The spill file, once the stream outgrew its window.
@@ -270,11 +289,15 @@ impl StreamCollector {
             Some(full) => (full, full),
             None => {
                 tail_from_memory = self.tail.iter().copied().collect();
-                (&self.head, &tail_from_memory)
+                // The head in memory is a cut of the stream: a character it ends inside is
+                // completed after the cut, so it is left to the elided middle, not shown as
+                // U+FFFD.
+                let head = &self.head[..complete_prefix_len(&self.head)];
+                (head, &tail_from_memory)
             }
         };
         let (head, head_used) = decode_prefix(head_raw, budget / 3);
-        let (tail, tail_used) = decode_suffix(tail_raw, budget - head.len());
+        let (tail, tail_used) = decode_suffix(tail_raw, budget - head.len(), self.full.is_some());
         let shown = (head_used + tail_used) as u64;
         Collected {
             text: format!("{head}{}{tail}", elision_marker(self.total - shown)),
@@ -313,6 +336,12 @@ impl StreamCollector {
     /// bytes, which decode to three bytes of text each, count as such). `settled` says no more
     /// bytes will come, so an incomplete character at the end is final rather than held back
     /// for the next read.
+    ///
+    /// The text is always one contiguous run of the stream, starting and ending between
+    /// characters, and exactly its lossy decoding: successive reads from each `next_offset`,
+    /// with what their skips stand for, rebuild the stream's decoding with nothing split or
+    /// repeated. Bytes before the run are `skipped_bytes`; `lossy` says the spill file does
+    /// not hold them all (past its cap, no file, or a hole in what memory keeps).
     pub fn read_from(&self, offset: u64, max_bytes: usize, settled: bool) -> StreamRead {
         let total = self.total;
         let spill_path = self.spill_path().map(Path::to_path_buf);
@@ -324,20 +353,16 @@ impl StreamCollector {
             };
         }
         let max_bytes = max_bytes.max(4) as u64;
-        let mut start = offset.max(total.saturating_sub(max_bytes));
-        let mut bytes = self.bytes_between(start, total);
-        // Bytes available nowhere (past the spill cap, after a spill failure) are lost.
-        let gap = bytes.len() as u64 != total - start;
-        // Start on a character boundary: drop leading continuation bytes of a cut character.
-        let leading = bytes
-            .iter()
-            .take(3)
-            .take_while(|b| (**b & 0xC0) == 0x80)
-            .count();
-        if start > offset && leading > 0 && leading < bytes.len() {
-            bytes.drain(..leading);
-            start += leading as u64;
-        }
+        let window_start = offset.max(total.saturating_sub(max_bytes));
+        // Bytes available nowhere (past the spill cap, after a spill failure) cannot be shown:
+        // the read starts after them, and says its skip is lossy. The three bytes before the
+        // window, when there are any, tell whether it starts inside a character.
+        let (fetched_from, mut bytes) = self.bytes_from(window_start.saturating_sub(3).max(offset));
+        let at = (window_start.max(fetched_from) - fetched_from) as usize;
+        // The reader's own offset is where its previous read ended: between characters.
+        let skip = at + skip_to_boundary(&bytes, at, fetched_from == offset);
+        bytes.drain(..skip);
+        let mut start = fetched_from + skip as u64;
         // Hold back an incomplete character at the end while more may come.
         let mut end = total;
         if !settled {
@@ -350,11 +375,11 @@ impl StreamCollector {
             (decoded.into_owned(), bytes.len())
         } else {
             // Invalid bytes made the text longer than the raw bytes: keep the newest that fit.
-            decode_suffix(&bytes, max_bytes as usize)
+            decode_suffix(&bytes, max_bytes as usize, true)
         };
         start = end - used as u64;
         let skipped = start - offset;
-        let lossy = gap || (skipped > 0 && !self.spilled_through(offset, start));
+        let lossy = skipped > 0 && !self.spilled_through(offset, start);
         StreamRead {
             text,
             next_offset: end,
@@ -373,38 +398,33 @@ impl StreamCollector {
         }
     }
 
-    /// The bytes in `[start, end)` from memory or the spill file. Bytes available nowhere
-    /// (past the spill cap, or after a spill failure) are left out.
-    fn bytes_between(&self, start: u64, end: u64) -> Vec<u8> {
+    /// The longest run of bytes reaching the end of the stream that starts at or after
+    /// `start` and that memory or the spill file holds without a hole, with where it starts.
+    /// Bytes available nowhere (past the spill cap, or after a spill failure) end the run:
+    /// bytes before them would be shown as if they were contiguous with the bytes after.
+    fn bytes_from(&self, start: u64) -> (u64, Vec<u8>) {
         if let Some(full) = &self.full {
-            return full[start as usize..end as usize].to_vec();
+            return (start, full[start as usize..].to_vec());
         }
         let tail_start = self.total - self.tail.len() as u64;
-        let mut out = Vec::with_capacity((end - start) as usize);
-        let mut at = start;
-        if at < tail_start {
-            let from_file = match &self.spill {
-                Spill::Active { path, written, .. } => {
-                    let stop = (*written).min(tail_start).min(end);
-                    read_file_range(path, at, stop).ok()
-                }
-                _ => None,
-            };
-            if let Some(chunk) = from_file {
-                at += chunk.len() as u64;
-                out.extend_from_slice(&chunk);
-            }
-            if at < (self.head.len() as u64).min(tail_start) {
-                let stop = (self.head.len() as u64).min(tail_start).min(end);
-                out.extend_from_slice(&self.head[at as usize..stop as usize]);
-            }
-            at = at.max(tail_start);
+        if start >= tail_start {
+            let skip = (start - tail_start) as usize;
+            return (start, self.tail.iter().skip(skip).copied().collect());
         }
-        if at < end {
-            let skip = (at - tail_start) as usize;
-            out.extend(self.tail.iter().skip(skip).take((end - at) as usize));
+        // Before the tail only the spill file can continue the run: the head kept in memory
+        // ends before the tail begins (the stream outgrew head and tail together).
+        let from_file = match &self.spill {
+            Spill::Active { path, .. } => read_file_range(path, start, tail_start).ok(),
+            _ => None,
+        };
+        match from_file {
+            Some(mut bytes) if bytes.len() as u64 == tail_start - start => {
+                bytes.extend(self.tail.iter());
+                (start, bytes)
+            }
+            // A hole: only what follows it is contiguous with the end.
+            _ => (tail_start, self.tail.iter().copied().collect()),
         }
-        out
     }
 }
 
@@ -419,30 +439,20 @@ fn read_file_range(path: &Path, start: u64, stop: u64) -> std::io::Result<Vec<u8
     Ok(buffer)
 }
 
-/// The length of `bytes` without a trailing incomplete UTF-8 sequence.
+/// The length of `bytes` without a trailing incomplete character: the start of a character
+/// that more bytes could still complete. Anything else, valid or not, is final: an invalid
+/// sequence stays invalid whatever follows, so holding it back would only delay it.
 fn complete_prefix_len(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Ok(_) => bytes.len(),
-        Err(error) if error.error_len().is_none() => error.valid_up_to(),
-        // An invalid byte in the middle is output, not an incomplete character; find whether
-        // the very end is an incomplete sequence.
-        Err(_) => {
-            let tail_from = bytes.len().saturating_sub(3);
-            for cut in tail_from..bytes.len() {
-                let lead = bytes[cut];
-                let needed = match lead {
-                    0xC0..=0xDF => 2,
-                    0xE0..=0xEF => 3,
-                    0xF0..=0xF7 => 4,
-                    _ => continue,
-                };
-                if bytes.len() - cut < needed {
-                    return cut;
-                }
-            }
-            bytes.len()
+    // A character is at most four bytes, so an incomplete one starts in the last three.
+    for cut in bytes.len().saturating_sub(3)..bytes.len() {
+        if let Err(error) = std::str::from_utf8(&bytes[cut..])
+            && error.valid_up_to() == 0
+            && error.error_len().is_none()
+        {
+            return cut;
         }
     }
+    bytes.len()
 }
 
 /// Decodes the longest prefix of `raw` whose text is at most `budget` bytes. Returns the text
@@ -466,7 +476,7 @@ pub(crate) fn decode_prefix(raw: &[u8], budget: usize) -> (String, usize) {
         used += valid.len();
         let invalid = chunk.invalid();
         if !invalid.is_empty() {
-            if text.len() + '\u{FFFD}'.len_utf8() > budget {
+            if text.len() + REPLACEMENT_LEN > budget {
                 return (text, used);
             }
             text.push('\u{FFFD}');
@@ -477,26 +487,100 @@ pub(crate) fn decode_prefix(raw: &[u8], budget: usize) -> (String, usize) {
 }
 
 /// Decodes the longest suffix of `raw` whose text is at most `budget` bytes, starting on a
-/// character boundary. Returns the text and the raw bytes it covers.
-pub(crate) fn decode_suffix(raw: &[u8], budget: usize) -> (String, usize) {
+/// character boundary (`starts_on_boundary` says whether `raw` itself does). Returns the text
+/// and the raw bytes it covers.
+pub(crate) fn decode_suffix(
+    raw: &[u8],
+    budget: usize,
+    starts_on_boundary: bool,
+) -> (String, usize) {
+    // Each raw byte is at least one byte of text, so no longer suffix can fit.
     let mut start = raw.len().saturating_sub(budget);
-    loop {
-        // Do not begin with the continuation bytes of a character cut in half.
-        let limit = (start + 3).min(raw.len());
-        while start < limit && (raw[start] & 0xC0) == 0x80 {
-            start += 1;
+    // Do not begin inside a character.
+    start += skip_to_boundary(raw, start, starts_on_boundary);
+    // Invalid bytes make the text longer than the raw bytes: drop whole characters (and
+    // whole invalid sequences) from the front until the rest fits.
+    let mut over = text_len(&raw[start..]).saturating_sub(budget);
+    'drop: for chunk in raw[start..].utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if over == 0 {
+                break 'drop;
+            }
+            over = over.saturating_sub(c.len_utf8());
+            start += c.len_utf8();
         }
-        let text = String::from_utf8_lossy(&raw[start..]);
-        if text.len() <= budget {
-            return (text.into_owned(), raw.len() - start);
+        if over == 0 {
+            break;
         }
-        // Each raw byte is at most three bytes of text (U+FFFD for an invalid one): dropping a
-        // third of the excess can never overshoot.
-        start += (text.len() - budget).div_ceil(3).max(1);
-        if start >= raw.len() {
-            return (String::new(), 0);
+        if !chunk.invalid().is_empty() {
+            over = over.saturating_sub(REPLACEMENT_LEN);
+            start += chunk.invalid().len();
         }
     }
+    (
+        String::from_utf8_lossy(&raw[start..]).into_owned(),
+        raw.len() - start,
+    )
+}
+
+/// The bytes to skip from `at` to the next character boundary of `raw`, judged from the (at
+/// most three) bytes before `at`; `starts_on_boundary` says whether `raw[0]` starts a
+/// character. When nothing before `at` is known, leading continuation bytes are skipped: they
+/// may belong to a character cut in half.
+fn skip_to_boundary(raw: &[u8], at: usize, starts_on_boundary: bool) -> usize {
+    let is_continuation = |b: &u8| (*b & 0xC0) == 0x80;
+    let leading = raw[at..]
+        .iter()
+        .take(3)
+        .take_while(|b| is_continuation(b))
+        .count();
+    if leading == 0 {
+        return 0;
+    }
+    let look_from = at.saturating_sub(3);
+    let Some(lead) = raw[look_from..at].iter().rposition(|b| !is_continuation(b)) else {
+        // A character has at most three continuation bytes: after three, or after a boundary
+        // followed only by continuation bytes (each one a lone invalid byte), `at` is a
+        // boundary itself.
+        return if at - look_from == 3 || starts_on_boundary {
+            0
+        } else {
+            leading
+        };
+    };
+    // A byte that is not a continuation byte always starts a character (or an invalid
+    // sequence): decode from there to the first boundary at or after `at`.
+    let mut end = look_from + lead;
+    for chunk in raw[end..].utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if end >= at {
+                return end - at;
+            }
+            end += c.len_utf8();
+        }
+        if end >= at {
+            return end - at;
+        }
+        end += chunk.invalid().len();
+    }
+    end - at
+}
+
+/// The bytes of text U+FFFD takes, which is what each invalid sequence decodes to.
+const REPLACEMENT_LEN: usize = '\u{FFFD}'.len_utf8();
+
+/// The bytes of text `raw` decodes to (lossily).
+fn text_len(raw: &[u8]) -> usize {
+    raw.utf8_chunks()
+        .map(|chunk| {
+            let invalid = if chunk.invalid().is_empty() {
+                0
+            } else {
+                REPLACEMENT_LEN
+            };
+            chunk.valid().len() + invalid
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -727,6 +811,63 @@ mod tests {
             ),
             (&data_a[280..], 280, true, used_up)
         );
+    }
+
+    #[test]
+    fn a_read_never_glues_the_head_to_the_tail_across_lost_bytes() {
+        // No spill file: memory keeps the first 10 and the last 20 bytes of 100.
+        let mut c = StreamCollector::new("stdout", 30, 1 << 20, None);
+        let data: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
+        c.push(&data);
+        let read = c.read_from(0, 1_000, true);
+        assert_eq!(
+            read,
+            StreamRead {
+                text: String::from_utf8(data[80..].to_vec()).unwrap(),
+                next_offset: 100,
+                skipped_bytes: 80,
+                lossy: true,
+                spill_path: None,
+                // Why the skipped bytes are not kept anywhere.
+                spill_error: Some(String::from("no spill directory is configured")),
+            }
+        );
+    }
+
+    #[test]
+    fn an_invalid_sequence_at_the_end_is_not_held_back() {
+        let (mut c, _dir) = collector(100, 1000);
+        // `F4 00` can never become a character: it is output now, not a character to wait for.
+        c.push(b"a\xF4\x00");
+        let read = c.read_from(0, 100, false);
+        assert_eq!((read.text.as_str(), read.next_offset), ("a\u{FFFD}\0", 3));
+        // `F0 9F 98` may still become one.
+        c.push(&[0xF0, 0x9F, 0x98]);
+        let read = c.read_from(3, 100, false);
+        assert_eq!((read.text.as_str(), read.next_offset), ("", 3));
+    }
+
+    #[test]
+    fn a_head_cut_inside_a_character_leaves_it_to_the_elided_middle() {
+        let (mut c, _dir) = collector(30, 10_000);
+        // Memory keeps 10 bytes of head: `abcdefg` and three of the emoji's four bytes.
+        let mut data = "abcdefg😀".as_bytes().to_vec();
+        data.extend_from_slice(&[b'z'; 100]);
+        c.push(&data);
+        let out = c.finish(30);
+        let (head, _) = out.text.split_once("\n[…").unwrap();
+        assert_eq!(head, "abcdefg");
+        assert_eq!(out.shown_bytes, 7 + 20);
+    }
+
+    #[test]
+    fn a_read_keeps_every_character_that_fits() {
+        let (mut c, _dir) = collector(100, 1000);
+        // Three lone continuation bytes (three bytes of text each) before two NULs.
+        c.push(b"aaaaaaaa\x80\x80\x80\0\0");
+        let read = c.read_from(0, 5, true);
+        assert_eq!(read.text, "\u{FFFD}\0\0");
+        assert_eq!(read.skipped_bytes, 10);
     }
 
     proptest! {

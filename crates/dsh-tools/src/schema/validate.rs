@@ -292,7 +292,8 @@ fn alternatives(branches: &[ValueSchema]) -> String {
 /// A value as a message shows it: its type, and its text when short.
 fn describe_value(value: &Value) -> String {
     match value {
-        Value::Object(_) | Value::Array(_) => type_name(value).to_owned(),
+        // `null` is its own text: `got null`, not `got null null`.
+        Value::Object(_) | Value::Array(_) | Value::Null => type_name(value).to_owned(),
         scalar => {
             let text = scalar.to_string();
             if text.len() <= 40 {
@@ -426,6 +427,272 @@ mod tests {
             violations(&nullable, json!("5")),
             vec!["(root): expected integer or null, got string \"5\""]
         );
+    }
+
+    /// The tagged shapes the `oneOf` message table aims values at.
+    fn shape() -> ValueSchema {
+        ValueSchema::one_of([
+            ValueSchema::closed_object()
+                .required("kind", ValueSchema::string().constant("circle"))
+                .required("r", ValueSchema::number()),
+            ValueSchema::closed_object()
+                .required("kind", ValueSchema::string().constant("square"))
+                .required("side", ValueSchema::integer()),
+        ])
+    }
+
+    /// A `oneOf` whose branches always both match, so it refuses every value while any value
+    /// aims at it.
+    fn ambiguous_any() -> ValueSchema {
+        ValueSchema::one_of([ValueSchema::json(), ValueSchema::json()])
+    }
+
+    #[test]
+    fn one_of_mismatches_are_worded_after_the_branch_the_value_aimed_at() {
+        // (what the case shows, schema, value, the violations as displayed)
+        let long = "x".repeat(38);
+        let longer = "x".repeat(39);
+        let cases: Vec<(&str, ValueSchema, Value, Vec<String>)> = vec![
+            (
+                "a tagged object aims at the branch of its tag",
+                shape(),
+                json!({"kind": "square", "side": "big"}),
+                vec!["/side: expected integer, got string".into()],
+            ),
+            (
+                "an unknown tag aims at no branch",
+                shape(),
+                json!({"kind": "hexagon", "side": 1}),
+                vec![
+                    "(root): expected an object with kind \"circle\" or an object with kind \"square\", got object"
+                        .into(),
+                ],
+            ),
+            (
+                "a missing tag aims at no branch",
+                shape(),
+                json!({"side": 1}),
+                vec![
+                    "(root): expected an object with kind \"circle\" or an object with kind \"square\", got object"
+                        .into(),
+                ],
+            ),
+            (
+                "a value of another type is described with its text",
+                shape(),
+                json!(5),
+                vec![
+                    "(root): expected an object with kind \"circle\" or an object with kind \"square\", got integer 5"
+                        .into(),
+                ],
+            ),
+            (
+                "a value whose tags all agree aims at the branch",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object()
+                        .required("kind", ValueSchema::string().constant("a"))
+                        .required("version", ValueSchema::integer().constant(2)),
+                    ValueSchema::string(),
+                ]),
+                json!({"kind": "a", "version": 2, "x": 1}),
+                vec!["/x: unknown property (this object accepts only its declared properties)".into()],
+            ),
+            (
+                "one disagreeing tag of two aims at no branch",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object()
+                        .required("kind", ValueSchema::string().constant("a"))
+                        .required("version", ValueSchema::integer().constant(2)),
+                    ValueSchema::string(),
+                ]),
+                json!({"kind": "a", "version": 3}),
+                vec![
+                    "(root): expected an object with kind \"a\" and version 2 or string, got object"
+                        .into(),
+                ],
+            ),
+            (
+                "a branch with two tags is described with both",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object()
+                        .required("kind", ValueSchema::string().constant("a"))
+                        .required("version", ValueSchema::integer().constant(2)),
+                    ValueSchema::string(),
+                ]),
+                json!(false),
+                vec![
+                    "(root): expected an object with kind \"a\" and version 2 or string, got boolean false"
+                        .into(),
+                ],
+            ),
+            (
+                "a fractional number aims at an integer branch",
+                ValueSchema::one_of([
+                    ValueSchema::integer(),
+                    ValueSchema::string().constant("auto"),
+                ]),
+                json!(1.5),
+                vec!["(root): expected integer, got number".into()],
+            ),
+            (
+                "a string aims at the string constant",
+                ValueSchema::one_of([
+                    ValueSchema::integer(),
+                    ValueSchema::string().constant("auto"),
+                ]),
+                json!("manual"),
+                vec!["(root): expected \"auto\", got \"manual\"".into()],
+            ),
+            (
+                "a value of no branch's type lists them all",
+                ValueSchema::one_of([
+                    ValueSchema::integer(),
+                    ValueSchema::string().constant("auto"),
+                ]),
+                json!(true),
+                vec!["(root): expected integer or \"auto\", got boolean true".into()],
+            ),
+            (
+                "a string aims at the enumeration",
+                ValueSchema::one_of([
+                    ValueSchema::string().allowed(["fast", "slow"]),
+                    ValueSchema::integer(),
+                ]),
+                json!("medium"),
+                vec!["(root): expected one of \"fast\", \"slow\", got \"medium\"".into()],
+            ),
+            (
+                "an enumeration is described by its values",
+                ValueSchema::one_of([
+                    ValueSchema::string().allowed(["fast", "slow"]),
+                    ValueSchema::integer(),
+                ]),
+                Value::Null,
+                vec!["(root): expected \"fast\" or \"slow\" or integer, got null".into()],
+            ),
+            (
+                "an array aims at the array branch",
+                ValueSchema::one_of([
+                    ValueSchema::array(ValueSchema::integer()),
+                    ValueSchema::string(),
+                ]),
+                json!([1, "x"]),
+                vec!["/1: expected integer, got string".into()],
+            ),
+            (
+                "an object aims at no array branch and is described by its type alone",
+                ValueSchema::one_of([
+                    ValueSchema::array(ValueSchema::integer()),
+                    ValueSchema::string(),
+                ]),
+                json!({"a": 1}),
+                vec!["(root): expected an array or string, got object".into()],
+            ),
+            (
+                "an array value is described by its type alone",
+                ValueSchema::one_of([ValueSchema::integer(), ValueSchema::string()]),
+                json!([1]),
+                vec!["(root): expected integer or string, got array".into()],
+            ),
+            (
+                "an untagged object with only known keys aims at its branch",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object().required("name", ValueSchema::string()),
+                    ValueSchema::integer(),
+                ]),
+                json!({"name": 5}),
+                vec!["/name: expected string, got integer".into()],
+            ),
+            (
+                "an untagged object with an unknown key aims at no branch",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object().required("name", ValueSchema::string()),
+                    ValueSchema::integer(),
+                ]),
+                json!({"other": 1}),
+                vec!["(root): expected an object or integer, got object".into()],
+            ),
+            (
+                "two branches aimed at are both listed",
+                ValueSchema::one_of([
+                    ValueSchema::closed_object().required("a", ValueSchema::string()),
+                    ValueSchema::closed_object().required("a", ValueSchema::integer()),
+                ]),
+                json!({"a": true}),
+                vec!["(root): expected an object or an object, got object".into()],
+            ),
+            (
+                "three branches are listed with commas",
+                ValueSchema::one_of([
+                    ValueSchema::integer(),
+                    ValueSchema::boolean(),
+                    ValueSchema::null(),
+                ]),
+                json!("x"),
+                vec!["(root): expected integer, boolean or null, got string \"x\"".into()],
+            ),
+            (
+                "a single branch is described alone",
+                ValueSchema::one_of([ValueSchema::integer()]),
+                json!("x"),
+                vec!["(root): expected integer, got string \"x\"".into()],
+            ),
+            (
+                "a value of 40 characters is quoted",
+                ValueSchema::one_of([ValueSchema::integer(), ValueSchema::boolean()]),
+                json!(long),
+                vec![format!("(root): expected integer or boolean, got string \"{long}\"")],
+            ),
+            (
+                "a value of 41 characters is not",
+                ValueSchema::one_of([ValueSchema::integer(), ValueSchema::boolean()]),
+                json!(longer),
+                vec!["(root): expected integer or boolean, got string".into()],
+            ),
+            (
+                "a nested oneOf aims through its branches",
+                ValueSchema::one_of([ambiguous_any(), ValueSchema::integer()]),
+                json!("x"),
+                vec!["(root): value matches 2 alternatives (#0, #1); exactly one must match".into()],
+            ),
+            (
+                "a nested oneOf is described by its alternatives",
+                ValueSchema::one_of([ambiguous_any(), ambiguous_any()]),
+                json!("x"),
+                vec![
+                    "(root): expected any value or any value or any value or any value, got string \"x\""
+                        .into(),
+                ],
+            ),
+            (
+                "three matches are all numbered",
+                ValueSchema::one_of([
+                    ValueSchema::number(),
+                    ValueSchema::integer(),
+                    ValueSchema::json(),
+                ]),
+                json!(1),
+                vec!["(root): value matches 3 alternatives (#0, #1, #2); exactly one must match".into()],
+            ),
+            (
+                "a mismatch inside an object names the property",
+                ValueSchema::closed_object().required("shape", shape()),
+                json!({"shape": {"kind": "circle", "r": "big"}}),
+                vec!["/shape/r: expected number, got string".into()],
+            ),
+            (
+                "an unaimed mismatch inside an object names the property",
+                ValueSchema::closed_object().required("shape", shape()),
+                json!({"shape": []}),
+                vec![
+                    "/shape: expected an object with kind \"circle\" or an object with kind \"square\", got array"
+                        .into(),
+                ],
+            ),
+        ];
+        for (what, schema, value, expected) in cases {
+            pretty_assertions::assert_eq!(violations(&schema, value), expected, "{what}");
+        }
     }
 
     #[test]
