@@ -50,6 +50,8 @@
 
 pub mod env;
 #[cfg(feature = "local")]
+mod launch;
+#[cfg(feature = "local")]
 pub mod local;
 pub mod output;
 pub mod shell;

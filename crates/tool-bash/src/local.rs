@@ -22,13 +22,14 @@
 //! not created) and its result says so, while its in-memory window works as before.
 
 use crate::env::{EnvPolicy, child_env};
+use crate::launch::{Launch, ShellEnd};
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT,
     DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT, ProcessStatus, ShellError, ShellExecutor, ShellLimits,
     ShellProcess, ShellRequest, ShellRunResult, ShellSpec, Stream, StreamRead,
 };
-use crate::supervisor::{Launch, ShellEnd, Supervised};
+use crate::supervisor::Supervised;
 use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

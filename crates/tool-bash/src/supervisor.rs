@@ -35,33 +35,18 @@
 // sound. Nothing else in the crate uses `unsafe`.
 #![allow(unsafe_code)]
 
-use std::ffi::{CString, OsString};
+use crate::launch::{Launch, ShellEnd};
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 /// The second word of a shell's end: nothing was left below the supervisor, which exits.
 const TREE_EMPTY: i32 = 1;
-
-/// What to start: `program` with `args` (after `argv[0]`) and exactly `env`, in `workdir`.
-#[derive(Debug)]
-pub(crate) struct Launch {
-    /// The shell binary (an absolute path: it is executed without a `PATH` search).
-    pub(crate) program: PathBuf,
-    /// The arguments after `argv[0]`.
-    pub(crate) args: Vec<OsString>,
-    /// The complete environment.
-    pub(crate) env: Vec<(OsString, OsString)>,
-    /// The working directory.
-    pub(crate) workdir: PathBuf,
-    /// Whether stdin is a pipe (for trusted `stdin` bytes) rather than `/dev/null`.
-    pub(crate) stdin_piped: bool,
-}
 
 /// A launch turned into the C strings `execve` takes, built in the harness before the fork so
 /// the forked side only reads them.
@@ -144,15 +129,6 @@ pub(crate) struct Supervised {
     empty: bool,
     /// The harness's end of the control pipe: closing it makes the supervisor sweep.
     control: Option<OwnedFd>,
-}
-
-/// How a wait for the shell ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ShellEnd {
-    /// The shell exited or was killed, with this status.
-    Status(ExitStatus),
-    /// The supervisor vanished before it reported (something killed it).
-    SupervisorLost,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {

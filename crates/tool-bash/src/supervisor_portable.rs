@@ -3,21 +3,10 @@
 //! the group is out of reach). The API matches the Linux supervisor, so the local executor has
 //! one code path.
 
-use std::ffi::OsString;
+use crate::launch::{Launch, ShellEnd};
 use std::io;
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
-
-/// What to start: `program` with `args` and exactly `env`, in `workdir`.
-#[derive(Debug)]
-pub(crate) struct Launch {
-    pub(crate) program: PathBuf,
-    pub(crate) args: Vec<OsString>,
-    pub(crate) env: Vec<(OsString, OsString)>,
-    pub(crate) workdir: PathBuf,
-    pub(crate) stdin_piped: bool,
-}
 
 /// A command running in its own process group.
 #[derive(Debug)]
@@ -25,15 +14,6 @@ pub(crate) struct Supervised {
     process: Child,
     shell: i32,
     status: Option<ExitStatus>,
-}
-
-/// How a wait for the shell ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ShellEnd {
-    /// The shell exited or was killed, with this status.
-    Status(ExitStatus),
-    /// The shell could not be waited for.
-    SupervisorLost,
 }
 
 impl Supervised {

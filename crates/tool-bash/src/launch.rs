@@ -1,0 +1,30 @@
+//! What the local executor asks its supervisor for, and what it hears back: the one vocabulary
+//! of the Linux supervisor and the portable one.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+/// What to start: `program` with `args` (after `argv[0]`) and exactly `env`, in `workdir`.
+#[derive(Debug)]
+pub(crate) struct Launch {
+    /// The shell binary (an absolute path: it is executed without a `PATH` search).
+    pub(crate) program: PathBuf,
+    /// The arguments after `argv[0]`.
+    pub(crate) args: Vec<OsString>,
+    /// The complete environment.
+    pub(crate) env: Vec<(OsString, OsString)>,
+    /// The working directory.
+    pub(crate) workdir: PathBuf,
+    /// Whether stdin is a pipe (for trusted `stdin` bytes) rather than `/dev/null`.
+    pub(crate) stdin_piped: bool,
+}
+
+/// How a wait for the shell ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShellEnd {
+    /// The shell exited or was killed, with this status.
+    Status(ExitStatus),
+    /// The supervisor vanished before it reported (something killed it).
+    SupervisorLost,
+}
