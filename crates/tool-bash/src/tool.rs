@@ -766,8 +766,8 @@ fn job_kill_tool(
 ) -> Result<ToolDefinition, RegistrationError> {
     ToolDefinition::builder(
         "job_kill",
-        "Stop a background job and everything it started (the whole process group), and report \
-its final status. Use it when the user asks to stop, kill or cancel a background command \
+        "Stop a background job and every process it started, also those that left its process \
+group, and report its final status. Use it when the user asks to stop, kill or cancel a background command \
 (\"stop the server\", \"kill that job\", \"停止任务\", \"结束后台进程\"). Stopping a job that \
 already finished just reports its status.",
     )
