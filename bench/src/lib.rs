@@ -1,4 +1,4 @@
-//! The benchmarks of spec 07 §7.1, run by `cargo xtask bench` (the `dsh-bench` binary).
+//! The benchmarks of `docs/performance.md`, run by `cargo xtask bench` (the `dsh-bench` binary).
 //!
 //! Every benchmark measures its value and its baseline in the same run, alternating between
 //! them round by round so both share the machine's noise, and reports the medians. Speed is
@@ -32,7 +32,7 @@ use tokio::runtime::Runtime;
 /// One benchmark: the name it is reported and selected (`--only`) by, and how it runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Benchmark {
-    /// The name of spec 07 §7.1.
+    /// The name listed in `docs/performance.md`.
     pub name: &'static str,
     run: fn(&Runtime, &Sizes) -> Result<Measurement>,
 }
@@ -69,7 +69,7 @@ const fn rounds(warmup: usize, samples: usize) -> Rounds {
 }
 
 impl Sizes {
-    /// The sizes of spec 07 §7.1: 1 GiB, 100 jobs × 4 MiB, 100 000 events.
+    /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events.
     pub const FULL: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20_000,

@@ -1,4 +1,4 @@
-//! `dsh-bench`: runs the benchmarks of spec 07 §7.1 (`cargo xtask bench [--quick] [--json]`).
+//! `dsh-bench`: runs the benchmarks of `docs/performance.md` (`cargo xtask bench [--quick] [--json]`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -7,7 +7,7 @@ use bench::{Progress, Sizes, json_line, run_all};
 
 const USAGE: &str = "usage: dsh-bench [--quick | --tiny] [--json] [--only NAME]...
 
-Runs every benchmark of spec 07 §7.1 against its baseline, measured side by side in one run,
+Runs every benchmark of `docs/performance.md` against its baseline, measured side by side in one run,
 and prints one line per benchmark (progress goes to stderr).
 
   --quick   smaller sizes for a smoke run (well under a minute in release mode)

@@ -44,7 +44,7 @@ pub struct Extra {
 /// One benchmark's result: its value and its baseline, measured side by side in one run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measurement {
-    /// The benchmark's name (spec 07 §7.1).
+    /// The benchmark's name, as `docs/performance.md` lists it.
     pub name: &'static str,
     /// The median value.
     pub value: f64,

@@ -29,7 +29,7 @@ pub struct ThroughputSize {
     pub rounds: Rounds,
 }
 
-/// The peak RSS growth allowed while one call streams its output (spec 07 §7.1).
+/// The peak RSS growth allowed while one call streams its output (`docs/performance.md`).
 const RSS_GROWTH_LIMIT_MIB: f64 = 32.0;
 
 /// Checks that every byte of a stream is accounted for: the total is right, and either the text

@@ -112,7 +112,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("bench") => {
-            // The release-mode benchmarks of spec 07 §7.1 (see docs/performance.md).
+            // The release-mode benchmarks listed in docs/performance.md.
             let status = cargo()
                 .args(["run", "--release", "--quiet", "-p", "bench", "--"])
                 .args(&args[1..])

@@ -1,6 +1,6 @@
 //! The neutral card vocabulary: plain data a tool's presenters return and a host renders.
 //!
-//! Wire form: tagged by `"card"`, fields in camelCase (spec 05 §5.1). It lives here so a tool
+//! Wire form: tagged by `"card"`, fields in camelCase (`docs/subsystems/presenters.md`). It lives here so a tool
 //! can declare `present_call`/`present_result` without importing any UI or transport crate;
 //! rendering lives in the `presenters` crate.
 //!

@@ -1,4 +1,4 @@
-//! The execution pipeline (spec 01 §1.4): materialise → pre-execute → guards → execute stage
+//! The execution pipeline (`docs/subsystems/tools.md`): materialise → pre-execute → guards → execute stage
 //! (wrappers, timeout, body) → cancellation → post-execute → finalize → observers.
 
 use crate::definition::{ArgsValidation, ToolDefinition, contain};

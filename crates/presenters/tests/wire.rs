@@ -1,4 +1,4 @@
-//! Every card variant in the wire form of spec 05 §5.1: tagged by `"card"`, camelCase, checked
+//! Every card variant in the wire form of `docs/subsystems/presenters.md`: tagged by `"card"`, camelCase, checked
 //! against hand-written JSON fixtures in both directions.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,6 @@
 //! The value-schema subset: one schema language for tool arguments and tool outputs.
 //!
-//! A [`ValueSchema`] is a node of a deliberately small JSON Schema subset (spec 01 §1.1):
+//! A [`ValueSchema`] is a node of a deliberately small JSON Schema subset (`docs/subsystems/tools.md`):
 //! scalar types with typed `enum`/`const`, arrays with optional `items`, objects whose
 //! `additionalProperties` is always explicit, the author-only `json` node (any value), and
 //! exact-one `oneOf`. Everything it declares is enforced by [`validate`]; nothing outside it can
@@ -493,7 +493,7 @@ impl ValueSchema {
         strict::project(self)
     }
 
-    /// Normalises the `schemars` schema of a Rust type into the subset (see spec 01 §1.1):
+    /// Normalises the `schemars` schema of a Rust type into the subset (`docs/subsystems/tools.md`):
     /// `$ref`s are inlined (recursive types are refused), nullable unions become `oneOf`, unit
     /// enums become string `enum`s, `deny_unknown_fields` closes an object and its absence
     /// opens it, doc comments become descriptions, and integer-width `format`s and bounds that
