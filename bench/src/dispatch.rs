@@ -11,7 +11,6 @@ use serde_json::Value;
 use std::hint::black_box;
 use std::time::Instant;
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 /// The size of a per-call micro-benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +78,7 @@ pub(crate) const BENCHMARK: Benchmark = Benchmark {
 const ARGUMENTS: &str = r#"{"a": 40, "b": 2}"#;
 
 fn call() -> ToolCall {
-    ToolCall::new("call-1", "add", ARGUMENTS, CancellationToken::new())
+    ToolCall::new("call-1", "add", ARGUMENTS)
 }
 
 /// Measures `dispatch_overhead` (ns/call): materialise the argument text, validate, no hooks,

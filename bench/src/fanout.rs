@@ -62,12 +62,7 @@ fn tool_round(runtime: &Runtime, size: FanoutSize, root: &Path) -> Result<(f64, 
         let started = Instant::now();
         let mut ids = Vec::with_capacity(size.jobs);
         for i in 0..size.jobs {
-            let call = ToolCall::new(
-                format!("c{i}"),
-                "bash",
-                arguments.clone(),
-                CancellationToken::new(),
-            );
+            let call = ToolCall::new(format!("c{i}"), "bash", arguments.clone());
             let result = registry.execute(call).await;
             let id = result
                 .value

@@ -9,7 +9,6 @@ use anyhow::{Result, ensure};
 use dsh_tools::{ToolCall, ToolRegistry};
 use std::time::Instant;
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 use tool_bash::LocalExecutor;
 
 /// The benchmark's entry in [`crate::BENCHMARKS`].
@@ -21,7 +20,7 @@ pub(crate) const BENCHMARK: Benchmark = Benchmark {
 const TRUE_ARGUMENTS: &str = r#"{"command": "true", "description": "Do nothing, successfully"}"#;
 
 async fn tool_true(registry: &ToolRegistry) -> Result<()> {
-    let call = ToolCall::new("c1", "bash", TRUE_ARGUMENTS, CancellationToken::new());
+    let call = ToolCall::new("c1", "bash", TRUE_ARGUMENTS);
     let result = registry.execute(call).await;
     let exit_code = result.value.as_deref().map(|v| v["exitCode"].clone());
     ensure!(

@@ -12,7 +12,6 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 /// The benchmark's entry in [`crate::BENCHMARKS`].
 pub(crate) const BENCHMARK: Benchmark = Benchmark {
@@ -82,7 +81,7 @@ fn bash_throughput(runtime: &Runtime, size: ThroughputSize) -> Result<Measuremen
         size.rounds,
         || {
             let window = PeakRssWindow::open()?;
-            let call = ToolCall::new("c1", "bash", arguments.clone(), CancellationToken::new());
+            let call = ToolCall::new("c1", "bash", arguments.clone());
             let started = Instant::now();
             let result = runtime.block_on(registry.execute(call));
             let seconds = started.elapsed().as_secs_f64();

@@ -1080,13 +1080,9 @@ impl Agent {
         arguments: Arguments,
         signal: &CancellationToken,
     ) -> ToolResult {
-        let request = ToolCall::new(
-            call.call_id.clone(),
-            call.name.clone(),
-            arguments,
-            signal.child_token(),
-        )
-        .with_agent(self.handle());
+        let request = ToolCall::new(call.call_id.clone(), call.name.clone(), arguments)
+            .with_signal(signal.child_token())
+            .with_agent(self.handle());
         // The registry contains every failure it knows of; this guard keeps the pairing
         // invariant (one result per call) even if something below it panics anyway.
         match AssertUnwindSafe(self.inner.registry.execute(request))

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{SYSTEM_PROMPT, agent, assert_paired, builder, echo, logging_tool, recorded, tool};
 use tokio::sync::{Barrier, Notify};
-use tokio_util::sync::CancellationToken;
 
 fn tool_messages(messages: &[Message]) -> Vec<(String, String, bool)> {
     messages
@@ -448,10 +447,7 @@ async fn a_second_turn_while_one_runs_is_refused() {
 /// Runs the global `ping` tool as the agent of session `s1` would, outside any turn.
 async fn ping_as_s1(registry: &ToolRegistry) -> ToolResultRecord {
     registry
-        .execute(
-            ToolCall::new("p1", "ping", json!({}), CancellationToken::new())
-                .with_agent(RecordingAgent::new("s1")),
-        )
+        .execute(ToolCall::new("p1", "ping", json!({})).with_agent(RecordingAgent::new("s1")))
         .await
         .record()
 }

@@ -128,6 +128,15 @@ pub enum ToolError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// The Tokio runtime running the call lacks drivers the tool needs
+    /// ([`runtime::require`](crate::runtime::require)); the message names them and the builder
+    /// calls that add them.
+    #[error("{}", crate::runtime::missing_drivers_message(.missing))]
+    MissingRuntimeDrivers {
+        /// The missing drivers, in [`RuntimeDriver::ALL`](crate::runtime::RuntimeDriver::ALL)
+        /// order.
+        missing: Vec<crate::runtime::RuntimeDriver>,
+    },
 }
 
 impl ToolError {
@@ -156,7 +165,9 @@ impl ToolError {
     pub fn code(&self) -> FailureCode {
         match self {
             ToolError::InvalidArgs(_) => FailureCode::InvalidArgs,
-            ToolError::Failed { .. } => FailureCode::ToolError,
+            ToolError::Failed { .. } | ToolError::MissingRuntimeDrivers { .. } => {
+                FailureCode::ToolError
+            }
         }
     }
 }

@@ -78,12 +78,12 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
-    /// A top-level call with no agent.
+    /// A top-level call with no agent, cancelled by nobody: its signal is a fresh
+    /// `CancellationToken`. Give it the caller's with [`with_signal`](Self::with_signal).
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
         arguments: impl Into<Arguments>,
-        signal: CancellationToken,
     ) -> ToolCall {
         ToolCall {
             call_id: call_id.into(),
@@ -92,8 +92,14 @@ impl ToolCall {
             arguments: arguments.into(),
             agent: None,
             parent: None,
-            signal,
+            signal: CancellationToken::new(),
         }
+    }
+
+    /// Cancels the call when `signal` fires (the user stops the turn, the agent is disposed).
+    pub fn with_signal(mut self, signal: CancellationToken) -> ToolCall {
+        self.signal = signal;
+        self
     }
 
     /// Runs the call on behalf of an agent.

@@ -69,7 +69,7 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let registry = ToolRegistry::new();
 //! registry.register_tool(Echo)?;
-//! let call = ToolCall::new("call-1", "echo", r#"{"text": "hi"}"#, CancellationToken::new());
+//! let call = ToolCall::new("call-1", "echo", r#"{"text": "hi"}"#);
 //! let result = registry.execute(call).await;
 //! assert!(!result.is_error);
 //! assert_eq!(result.content, vec![ContentBlock::text("hi")]);
@@ -95,7 +95,9 @@ pub mod hooks;
 pub mod jobs;
 pub mod json;
 mod pipeline;
+pub mod prelude;
 mod registry;
+pub mod runtime;
 pub mod schema;
 mod scope;
 pub mod testing;
@@ -124,6 +126,30 @@ pub use registry::{
 };
 pub use schema::{SchemaError, ValueSchema, Violation, strip_strict_nulls, validate};
 pub use scope::{Disposer, Plugin, PluginHandle, Scope};
+
+#[cfg(feature = "macros")]
+#[doc = include_str!("tool_macro.md")]
+pub use dsh_tools_macros::tool;
+
+/// What the code `#[tool]` generates names; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+
+    use crate::ContentBlock;
+    use serde_json::Value;
+
+    /// The default `render` of a `#[tool]` tool: a string value is the text itself, any other
+    /// value its compact JSON.
+    pub fn render_value(value: &Value) -> Vec<ContentBlock> {
+        match value {
+            Value::String(text) => vec![ContentBlock::text(text.clone())],
+            other => vec![ContentBlock::text(other.to_string())],
+        }
+    }
+}
 
 /// This crate's version: the version vendored copies of the docs are stamped with.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

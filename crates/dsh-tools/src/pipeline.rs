@@ -385,6 +385,10 @@ async fn timed_body(
     let Some(timeout) = definition.timeout else {
         return body(definition, execution, ctx).await;
     };
+    // Without a time driver the timer below would panic outside the body's containment.
+    if let Err(error) = crate::runtime::require(&[crate::runtime::RuntimeDriver::Time]) {
+        return ToolResult::failure(error.code(), error.to_string());
+    }
     let deadline = ctx.signal.child_token();
     let ctx = ExecContext {
         signal: deadline.clone(),

@@ -468,7 +468,7 @@ async fn cancelled_before_dispatch_never_runs_the_body() {
     let signal = CancellationToken::new();
     signal.cancel();
     let result = registry
-        .execute(ToolCall::new("c", "t", json!({}), signal))
+        .execute(ToolCall::new("c", "t", json!({})).with_signal(signal))
         .await;
     expect_failure(&result, FailureCode::AbortedBeforeDispatch);
     assert!(!ran.load(Ordering::SeqCst));
@@ -503,7 +503,7 @@ async fn cancelled_mid_flight(ending: Ending) -> dsh_tools::ToolResult {
         .unwrap();
     registry.register(def).unwrap();
     let signal = CancellationToken::new();
-    let call = ToolCall::new("c", "slow", json!({}), signal.clone());
+    let call = ToolCall::new("c", "slow", json!({})).with_signal(signal.clone());
     let running = tokio::spawn({
         let registry = registry.clone();
         async move { registry.execute(call).await }

@@ -230,7 +230,9 @@ async fn cancelling_while_waiting_for_approval_denies() {
         .unwrap();
     scope.set_approver(Arc::new(Silent)).unwrap();
     let signal = CancellationToken::new();
-    let call = dsh_tools::ToolCall::new("c", "w", json!({}), signal.clone()).with_agent(agent("s"));
+    let call = dsh_tools::ToolCall::new("c", "w", json!({}))
+        .with_signal(signal.clone())
+        .with_agent(agent("s"));
     let cancel = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(20)).await;
         signal.cancel();
@@ -355,7 +357,7 @@ async fn caller_cancellation_reaches_a_body_under_a_replaced_signal() {
         .wrap_execute(|_, next| async move { next.run_with_signal(CancellationToken::new()).await })
         .unwrap();
     let signal = CancellationToken::new();
-    let call = dsh_tools::ToolCall::new("c", "wait", json!({}), signal.clone());
+    let call = dsh_tools::ToolCall::new("c", "wait", json!({})).with_signal(signal.clone());
     let trigger = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(20)).await;
         signal.cancel();

@@ -33,7 +33,7 @@
 //! let registry = ToolRegistry::new();
 //! registry.global_scope().load(BashPlugin::new(Arc::new(LocalExecutor::default())))?;
 //! let args = r#"{"command": "echo hello; exit 3", "description": "Print a greeting"}"#;
-//! let result = registry.execute(ToolCall::new("c1", "bash", args, CancellationToken::new())).await;
+//! let result = registry.execute(ToolCall::new("c1", "bash", args)).await;
 //! assert!(!result.is_error, "a non-zero exit is a value, not an error");
 //! assert_eq!(dsh_tools::content_text(&result.content), "hello\n[exit code: 3]");
 //! # Ok::<(), dsh_tools::PluginError>(())

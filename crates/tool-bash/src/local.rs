@@ -571,6 +571,11 @@ fn budgets(stdout: u64, stderr: u64, visible: usize, stdout_max: usize) -> (usiz
 }
 
 impl ShellExecutor for LocalExecutor {
+    fn required_drivers(&self) -> &[dsh_tools::runtime::RuntimeDriver] {
+        // Processes, pipes and signals need IO; timeouts and grace periods need time.
+        &dsh_tools::runtime::RuntimeDriver::ALL
+    }
+
     fn resolve(
         &self,
         mut request: ShellRequest,

@@ -293,4 +293,11 @@ pub trait ShellExecutor: Send + Sync + fmt::Debug {
 
     /// Starts a command in the background.
     fn start(&self, spec: ShellSpec) -> std::sync::Arc<dyn ShellProcess>;
+
+    /// The Tokio runtime drivers `run` and `start` need. The `bash` tool checks them before
+    /// it resolves a request, so a runtime built without them fails the call with an error
+    /// that names them ([`dsh_tools::runtime::require`]) instead of a panic. None by default.
+    fn required_drivers(&self) -> &[dsh_tools::runtime::RuntimeDriver] {
+        &[]
+    }
 }

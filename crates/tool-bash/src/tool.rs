@@ -7,6 +7,7 @@ use crate::shell::{
 use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobSnapshot, JobStart, KillOutcome,
 };
+use dsh_tools::runtime::RuntimeDriver;
 use dsh_tools::{
     ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope, ToolDefinition,
     ToolError, ToolOutput, ValueSchema, validate,
@@ -419,6 +420,7 @@ fn bash_tool(
             let schema = Arc::clone(&checked);
             async move {
                 let args = parse_bash_args(&args, &schema, background)?;
+                dsh_tools::runtime::require(executor.required_drivers())?;
                 let request = ShellRequest {
                     command: args.command,
                     workdir: args.workdir.map(PathBuf::from),
@@ -686,6 +688,8 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
             let options: JobOutputOptions = dsh_tools::json::from_value_located(&args)
                 .map_err(|e| ToolError::invalid_args(e.to_string()))?;
             if options.wait {
+                // Waiting is bounded by a timer.
+                dsh_tools::runtime::require(&[RuntimeDriver::Time])?;
                 let asked = match options.timeout_ms {
                     Some(0) => {
                         return Err(ToolError::invalid_args(
@@ -800,6 +804,8 @@ already finished just reports its status.",
         async move {
             let id = job_id(&args)?;
             let caller = caller(&exec);
+            // The kill waits for the group to go, bounded by a timer.
+            dsh_tools::runtime::require(&[RuntimeDriver::Time])?;
             let outcome = jobs
                 .kill(&id, caller.as_deref(), "stopped with job_kill")
                 .map_err(ToolError::from_error)?;

@@ -14,7 +14,6 @@ use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use dsh_tools::{FailureCode, ToolCall, ToolRegistry};
 use pretty_assertions::assert_eq;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// The registries under test: background jobs enabled (all four tools) and disabled (`bash`
 /// alone, which then refuses `run_in_background`).
@@ -47,12 +46,7 @@ async fn check(
     expected_pointer: &str,
 ) -> Option<String> {
     let result = registry
-        .execute(ToolCall::new(
-            "c1",
-            tool,
-            args.to_owned(),
-            CancellationToken::new(),
-        ))
+        .execute(ToolCall::new("c1", tool, args.to_owned()))
         .await;
     let Some(error) = result.error else {
         return Some(format!("{tool} {args}: succeeded"));
@@ -268,10 +262,7 @@ async fn timeout_errors_say_which_number_does_not_fit() {
                 format!(r#"{{"job_id": "bash-1", "wait": true, "timeout_ms": {bad}}}"#),
             ),
         ] {
-            let result = r
-                .with_jobs
-                .execute(ToolCall::new("c1", tool, args, CancellationToken::new()))
-                .await;
+            let result = r.with_jobs.execute(ToolCall::new("c1", tool, args)).await;
             messages.push(result.error.map(|e| e.message).unwrap_or_default());
         }
     }

@@ -353,8 +353,7 @@ async fn escapes_end_when_job_kill_stops_a_job_and_when_its_owner_is_disposed() 
     let registry = support::bash_registry(executor(), Some(&jobs));
     let owner: dsh_tools::AgentRef = std::sync::Arc::new(Owner("s-containment".into()));
     let call = |id: &str, tool: &str, args: serde_json::Value| {
-        dsh_tools::ToolCall::new(id, tool, args.to_string(), CancellationToken::new())
-            .with_agent(owner.clone())
+        dsh_tools::ToolCall::new(id, tool, args.to_string()).with_agent(owner.clone())
     };
     let (killed, disposed) = (marker(), marker());
     for (id, marker) in [("c1", &killed), ("c2", &disposed)] {

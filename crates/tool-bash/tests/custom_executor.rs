@@ -10,7 +10,6 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use tool_bash::BashPlugin;
 use tool_bash::shell::{
     Collected, ProcessStatus, ShellError, ShellExecutor, ShellLimits, ShellProcess, ShellRequest,
@@ -109,7 +108,6 @@ async fn a_downstream_executor_plugs_into_the_bash_tool() {
             "c1",
             "bash",
             json!({"command": "make test", "description": "Run the tests", "timeout_ms": 600000}),
-            CancellationToken::new(),
         ))
         .await;
     assert_eq!(

@@ -661,12 +661,7 @@ async fn two_callers_reading_one_job_at_once_share_its_output_without_loss_or_re
     );
     let started = h
         .registry
-        .execute(dsh_tools::ToolCall::new(
-            "c0",
-            "bash",
-            bg(&command),
-            tokio_util::sync::CancellationToken::new(),
-        ))
+        .execute(dsh_tools::ToolCall::new("c0", "bash", bg(&command)))
         .await;
     assert_eq!(
         dsh_tools::content_text(&started.content),

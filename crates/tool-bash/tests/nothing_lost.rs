@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use tool_bash::shell::{ShellError, ShellProcess, ShellRunResult, ShellSpec};
 use tool_bash::{
     BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor, ShellExecutor, ShellRequest,
@@ -323,9 +322,7 @@ fn budgeted(budget: u64) -> (ToolRegistry, JobRuntime, LocalExecutor) {
 }
 
 async fn execute(registry: &ToolRegistry, args: Value) -> (String, Value) {
-    let result = registry
-        .execute(ToolCall::new("c", "bash", args, CancellationToken::new()))
-        .await;
+    let result = registry.execute(ToolCall::new("c", "bash", args)).await;
     assert!(!result.is_error, "{:?}", result.error);
     (
         dsh_tools::content_text(&result.content),

@@ -10,7 +10,6 @@ use dsh_tools::{FailureCode, ToolCall, ToolRegistry, ToolResult};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::live_group_members;
-use tokio_util::sync::CancellationToken;
 
 fn registry(jobs: &JobRuntime) -> ToolRegistry {
     support::bash_registry(support::executor(Duration::from_millis(500)), Some(jobs))
@@ -21,14 +20,7 @@ async fn call(
     name: &str,
     arguments: impl Into<dsh_tools::Arguments>,
 ) -> ToolResult {
-    registry
-        .execute(ToolCall::new(
-            "c",
-            name,
-            arguments,
-            CancellationToken::new(),
-        ))
-        .await
+    registry.execute(ToolCall::new("c", name, arguments)).await
 }
 
 #[tokio::test]

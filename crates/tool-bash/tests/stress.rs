@@ -73,9 +73,7 @@ async fn a_gibibyte_through_the_tool_spills_byte_for_byte_in_bounded_memory() {
     let registry = support::bash_registry(executor(), None);
     let before = resident_kib();
     let args = json!({"command": format!("cat {}", source.path().display()), "description": "Stream a gibibyte", "timeout_ms": 600000});
-    let result = registry
-        .execute(ToolCall::new("c", "bash", args, CancellationToken::new()))
-        .await;
+    let result = registry.execute(ToolCall::new("c", "bash", args)).await;
     let growth = resident_kib().saturating_sub(before);
     let value = result.value.unwrap();
     assert_eq!(value["stdout"]["totalBytes"], json!(1u64 << 30));
@@ -98,8 +96,7 @@ async fn a_thousand_real_jobs_give_a_thousand_notices() {
     let handle: AgentRef = owner.clone();
     for i in 0..1_000 {
         let args = json!({"command": format!("sleep 0.$((RANDOM % 3)); echo {i}"), "description": "A tiny job", "run_in_background": true});
-        let call = ToolCall::new(format!("c{i}"), "bash", args, CancellationToken::new())
-            .with_agent(handle.clone());
+        let call = ToolCall::new(format!("c{i}"), "bash", args).with_agent(handle.clone());
         let result = registry.execute(call).await;
         assert!(!result.is_error, "{:?}", result.error);
     }
@@ -135,12 +132,7 @@ async fn kills_racing_natural_exits_settle_each_job_once() {
     for i in 0..200 {
         let args = json!({"command": format!("sleep 0.0{}", i % 10), "description": "Race a kill", "run_in_background": true});
         registry
-            .execute(ToolCall::new(
-                format!("c{i}"),
-                "bash",
-                args,
-                CancellationToken::new(),
-            ))
+            .execute(ToolCall::new(format!("c{i}"), "bash", args))
             .await;
     }
     for i in 1..=200 {

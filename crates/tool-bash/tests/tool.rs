@@ -434,7 +434,6 @@ async fn a_read_that_skips_output_says_so_and_where_it_is() {
             "c1",
             "bash",
             bg("seq 1 200000; echo the-end"),
-            tokio_util::sync::CancellationToken::new(),
         ))
         .await;
     assert!(!started.is_error, "{:?}", started.error);
@@ -445,7 +444,6 @@ async fn a_read_that_skips_output_says_so_and_where_it_is() {
             "c2",
             "job_output",
             json!({"job_id": "bash-1"}),
-            tokio_util::sync::CancellationToken::new(),
         ))
         .await;
     let text = dsh_tools::content_text(&read.content);
@@ -520,12 +518,7 @@ async fn a_pre_cancelled_background_call_fails_and_creates_no_job() {
     signal.cancel();
     let result = h
         .registry
-        .execute(dsh_tools::ToolCall::new(
-            "c1",
-            "bash",
-            bg("sleep 1"),
-            signal,
-        ))
+        .execute(dsh_tools::ToolCall::new("c1", "bash", bg("sleep 1")).with_signal(signal))
         .await;
     assert_eq!(
         result.error.map(|e| e.code),
@@ -543,7 +536,6 @@ async fn job_output_refuses_a_negative_wait_instead_of_using_the_default() {
             "c1",
             "job_output",
             json!({"job_id": "bash-1", "wait": true, "timeout_ms": -5}),
-            tokio_util::sync::CancellationToken::new(),
         ))
         .await;
     let text = dsh_tools::content_text(&result.content);
@@ -572,12 +564,7 @@ async fn cards_come_from_the_presenters() {
     );
     let result = h
         .registry
-        .execute(dsh_tools::ToolCall::new(
-            "c1",
-            "bash",
-            args.clone(),
-            tokio_util::sync::CancellationToken::new(),
-        ))
+        .execute(dsh_tools::ToolCall::new("c1", "bash", args.clone()))
         .await;
     assert_eq!(result.meta, Some(json!({"exitCode": 4, "signal": null})));
     let card = h
@@ -609,7 +596,6 @@ async fn reloading_the_bash_plugin_swaps_the_tool_and_running_jobs_survive() {
             "c1",
             "bash",
             bg("sleep 1; echo still here"),
-            tokio_util::sync::CancellationToken::new(),
         ))
         .await;
     assert_eq!(
@@ -631,12 +617,7 @@ async fn reloading_the_bash_plugin_swaps_the_tool_and_running_jobs_survive() {
             .is_none()
     );
     let refused = registry
-        .execute(dsh_tools::ToolCall::new(
-            "c2",
-            "bash",
-            bg("true"),
-            tokio_util::sync::CancellationToken::new(),
-        ))
+        .execute(dsh_tools::ToolCall::new("c2", "bash", bg("true")))
         .await;
     assert_eq!(refused.code(), Some(FailureCode::InvalidArgs));
     // The job belongs to the jobs runtime, not to the plugin: it runs on and finishes.

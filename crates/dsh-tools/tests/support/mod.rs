@@ -8,18 +8,12 @@ use dsh_tools::{
 };
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
-use tokio_util::sync::CancellationToken;
 
 /// A call with a fresh id and signal.
 pub fn call(name: &str, arguments: impl Into<Arguments>) -> ToolCall {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    ToolCall::new(
-        format!("call-{id}"),
-        name,
-        arguments,
-        CancellationToken::new(),
-    )
+    ToolCall::new(format!("call-{id}"), name, arguments)
 }
 
 /// Executes a call without an agent.
