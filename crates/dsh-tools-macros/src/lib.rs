@@ -48,19 +48,25 @@ impl Options {
             if self.name.is_some() {
                 return Err(duplicate("name"));
             }
-            let name: LitStr = meta.value()?.parse()?;
+            let name: LitStr = value(&meta, "`name` takes a string: `name = \"read_file\"`")?;
             check_tool_name(&name.value(), name.span())?;
             self.name = Some(name);
         } else if meta.path.is_ident("description") {
             if self.description.is_some() {
                 return Err(duplicate("description"));
             }
-            self.description = Some(meta.value()?.parse()?);
+            self.description = Some(value(
+                &meta,
+                "`description` takes a string: `description = \"Read a file. Use it when...\"`",
+            )?);
         } else if meta.path.is_ident("timeout_ms") {
             if self.timeout_ms.is_some() {
                 return Err(duplicate("timeout_ms"));
             }
-            let timeout: LitInt = meta.value()?.parse()?;
+            let timeout: LitInt = value(
+                &meta,
+                "`timeout_ms` takes a whole number of milliseconds: `timeout_ms = 5000`",
+            )?;
             let millis = timeout.base10_parse::<u64>()?;
             if millis == 0 {
                 return Err(syn::Error::new(
@@ -83,17 +89,28 @@ impl Options {
             if self.render.is_some() {
                 return Err(duplicate("render"));
             }
-            self.render = Some(meta.value()?.parse()?);
+            self.render = Some(value(
+                &meta,
+                "`render` takes the path of a `fn(&Value, &Value) -> Vec<ContentBlock>`: `render = render_answer`",
+            )?);
         } else if meta.path.is_ident("struct_name") {
             if self.struct_name.is_some() {
                 return Err(duplicate("struct_name"));
             }
-            self.struct_name = Some(meta.value()?.parse()?);
+            self.struct_name = Some(value(
+                &meta,
+                "`struct_name` takes an identifier: `struct_name = ReadFileTool`",
+            )?);
         } else if meta.path.is_ident("crate") {
             if self.krate.is_some() {
                 return Err(duplicate("crate"));
             }
-            self.krate = Some(meta.value()?.call(Path::parse_mod_style)?);
+            let expected = "`crate` takes the path of `dsh_tools`: `crate = ::my_tools`";
+            self.krate = Some(
+                meta.value()?
+                    .call(Path::parse_mod_style)
+                    .map_err(|e| syn::Error::new(e.span(), expected))?,
+            );
         } else {
             let path = &meta.path;
             let key = quote!(#path).to_string().replace(' ', "");
@@ -104,6 +121,19 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// Parses an option's value, or says what the option takes.
+fn value<T: syn::parse::Parse>(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    expected: &str,
+) -> syn::Result<T> {
+    let input = meta
+        .value()
+        .map_err(|_| syn::Error::new(meta.path.span(), expected))?;
+    input
+        .parse()
+        .map_err(|e: syn::Error| syn::Error::new(e.span(), expected))
 }
 
 /// The registry's name rule, checked at compile time so a bad name is not a runtime surprise.
@@ -224,7 +254,7 @@ fn expand(options: Options, mut function: ItemFn) -> TokenStream2 {
     }
 
     let (arguments, sources) = arguments(&mut function, &mut problems);
-    let output = output(&function.sig.output, &mut problems);
+    let output = output(&function.sig.ident, &function.sig.output, &mut problems);
 
     // On any problem, keep the function (its parameter attributes removed) so the rest of the
     // crate still resolves it, and report every problem at once.
@@ -400,12 +430,12 @@ fn arguments(function: &mut ItemFn, problems: &mut Problems) -> (Arguments, Vec<
 
 /// The output type: `T`, or the `T` of `Result<T, E>` (any error that converts into
 /// `ToolError`).
-fn output(output: &ReturnType, problems: &mut Problems) -> Option<Output> {
+fn output(ident: &Ident, output: &ReturnType, problems: &mut Problems) -> Option<Output> {
     const RETURNS: &str = "a `#[tool]` function returns the tool's output: a type that derives `Serialize` and `JsonSchema`, or `Result<T, ToolError>`";
     let ty = match output {
         ReturnType::Default => {
             problems.add(syn::Error::new(
-                Span::call_site(),
+                ident.span(),
                 format!("{RETURNS}; this one returns nothing"),
             ));
             return None;

@@ -5,9 +5,10 @@
 //! - the **value-schema subset** ([`ValueSchema`]): one small, fully enforced JSON Schema
 //!   language for arguments and outputs, authored from Rust types (`schemars`), with a builder
 //!   DSL, or as raw JSON Schema;
-//! - **tool definitions**: typed ([`Tool`]) or raw ([`ToolDefinition::builder`]), each with a
-//!   mandatory output declaration ([`ToolOutput`]: schema + `render` + optional
-//!   `presentation_meta`);
+//! - **tool definitions**: typed (the [`#[tool]`](macro@tool) macro on an `async fn`, or the
+//!   [`Tool`] trait) or raw ([`ToolDefinition::builder`]), each with a mandatory output
+//!   declaration ([`ToolOutput`]: schema + `render` + optional `presentation_meta`), and a
+//!   [`prelude`] with what defining and calling a tool needs;
 //! - the **registry and execution pipeline** ([`ToolRegistry::execute`]): lossless argument
 //!   materialisation, policy hooks ([`hooks`]), panic containment, output validation and the
 //!   closed set of [`FailureCode`]s;
@@ -17,19 +18,48 @@
 //! - the **background-job runtime** ([`jobs::JobRuntime`]): ids, ownership, first-wins
 //!   settlement and completion notices that are sent at most once and never lost (a disposed
 //!   owner's notice is dropped with it);
-//! - the neutral **card vocabulary** ([`card`]) that presenters return.
+//! - the neutral **card vocabulary** ([`card`]) that presenters return;
+//! - **runtime checks** ([`runtime`]): a tool that needs Tokio's IO or time driver fails with
+//!   an error naming it on a runtime built without it, instead of panicking.
 //!
 //! It deliberately does not render cards (that is the `presenters` crate), run a model loop
-//! (`agent-loop`) or spawn processes (`tool-bash`); it depends on no other workspace crate.
+//! (`agent-loop`) or spawn processes (`tool-bash`); the only workspace crate it depends on is
+//! its own macro crate, `dsh-tools-macros`.
 //!
 //! # Example
+//!
+//! An echo tool with the [`#[tool]`](macro@tool) macro: the doc comment is the description, the
+//! parameters are the arguments, the return type is the output.
+//!
+//! ```
+//! use dsh_tools::prelude::*;
+//!
+//! /// Repeat the given text back. Use when the user says "echo" or "repeat".
+//! #[tool]
+//! async fn echo(
+//!     /// The text to send back.
+//!     text: String,
+//! ) -> String {
+//!     text
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = ToolRegistry::new();
+//! registry.register_tool(Echo)?;
+//! let result = registry.execute(ToolCall::new("call-1", "echo", r#"{"text": "hi"}"#)).await;
+//! assert_eq!(result.content, vec![ContentBlock::text("hi")]);
+//! # Ok::<(), RegistrationError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! The same tool by hand, with the [`Tool`] trait (what the macro generates, and what a tool
+//! with cards or per-call concurrency writes itself):
 //!
 //! ```
 //! use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
 //! use serde_json::Value;
-//! use tokio_util::sync::CancellationToken;
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -79,7 +109,7 @@
 //!
 //! # Features
 //!
-//! This crate has no cargo features. The workspace builds `serde_json` with
+//! `macros` (default) provides the [`#[tool]`](macro@tool) attribute macro. The workspace builds `serde_json` with
 //! `arbitrary_precision` (numbers keep their exact text) and `preserve_order`; see [`json`].
 
 #![deny(missing_docs)]

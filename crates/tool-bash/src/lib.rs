@@ -26,7 +26,6 @@
 //! ```
 //! use dsh_tools::{ToolCall, ToolRegistry};
 //! use std::sync::Arc;
-//! use tokio_util::sync::CancellationToken;
 //! use tool_bash::{BashPlugin, LocalExecutor};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {

@@ -1,70 +1,40 @@
 //! The minimal tool, end to end: an `echo` tool, registered in a registry, called by a
-//! scripted model through the agent loop, with every session event printed.
+//! scripted model through the agent loop, with every session event printed. The tool is one
+//! function with the `#[tool]` macro; the crate needs neither `serde` nor `schemars`.
 //!
 //! Run it with `cargo run -p echo-agent`.
 
 #![allow(clippy::print_stdout)]
 
 use agent_loop::{Agent, EventRecord, SessionEvent};
-use dsh_tools::{ContentBlock, ExecContext, Tool, ToolError, ToolRegistry};
+use dsh_tools::prelude::*;
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use std::sync::Arc;
-
-/// The arguments: unknown keys are refused.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct EchoArgs {
-    /// The text to send back.
-    text: String,
-    /// How many times to repeat it, from 1 to 100 (default 1).
-    times: Option<u32>,
-}
 
 /// The most repetitions one call may ask for: the reply is built in memory.
 const MAX_TIMES: u32 = 100;
 
-/// The canonical value: a programmatic result, not prose.
-#[derive(Serialize, JsonSchema)]
-struct Echoed {
+/// Repeat the given text back. Use it when the user says "echo", "repeat after me" or "复述".
+//
+// `#[tool]` generates the `Echo` tool from this function: the doc comment above is the
+// description, the parameters are the arguments (unknown keys are refused), and the output is
+// the returned text, which is also what the model reads.
+#[tool]
+async fn echo(
+    /// The text to send back.
     text: String,
-}
-
-struct Echo;
-
-impl Tool for Echo {
-    type Args = EchoArgs;
-    type Output = Echoed;
-
-    fn name(&self) -> &str {
-        "echo"
+    /// How many times to repeat it, from 1 to 100 (default 1).
+    times: Option<u32>,
+) -> Result<String, ToolError> {
+    let times = times.unwrap_or(1);
+    if !(1..=MAX_TIMES).contains(&times) {
+        // A range the schema subset cannot express: checked by hand, reported as
+        // INVALID_ARGS, the message starting with the field's pointer.
+        return Err(ToolError::invalid_args(format!(
+            "/times: must be from 1 to {MAX_TIMES}"
+        )));
     }
-
-    fn description(&self) -> &str {
-        "Repeat the given text back. Use it when the user says \"echo\", \"repeat after me\" or \"复述\"."
-    }
-
-    async fn execute(&self, args: EchoArgs, _exec: ExecContext) -> Result<Echoed, ToolError> {
-        let times = args.times.unwrap_or(1);
-        if !(1..=MAX_TIMES).contains(&times) {
-            // A range the schema subset cannot express: checked by hand, reported as
-            // INVALID_ARGS, the message starting with the field's pointer.
-            return Err(ToolError::invalid_args(format!(
-                "/times: must be from 1 to {MAX_TIMES}"
-            )));
-        }
-        Ok(Echoed {
-            text: vec![args.text; times as usize].join(" "),
-        })
-    }
-
-    fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(
-            value["text"].as_str().unwrap_or_default(),
-        )]
-    }
+    Ok(vec![text; times as usize].join(" "))
 }
 
 fn print_event(record: &EventRecord) {
@@ -130,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dsh_tools::{FailureCode, ToolFailure};
+    use dsh_tools::ToolFailure;
     use std::sync::Mutex;
 
     /// Calls `echo` once per argument object through the agent loop; returns each call's
@@ -179,6 +149,41 @@ mod tests {
                 out_of_range.clone(),
                 out_of_range
             ]
+        );
+    }
+
+    // An argument type of this crate's own, which depends on neither `schemars` nor `serde`:
+    // the prelude's `JsonSchema` derive finds `schemars` through the prelude, and serde's
+    // derives are pointed at ours. (A doc comment here would describe the parameter object.)
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(crate = "dsh_tools::prelude::serde", deny_unknown_fields)]
+    struct Shout {
+        /// What to shout.
+        text: String,
+    }
+
+    /// Shout the text back.
+    #[tool(struct_name = ShoutTool)]
+    async fn shout(#[args] args: Shout) -> String {
+        args.text.to_uppercase()
+    }
+
+    #[tokio::test]
+    async fn the_prelude_derives_work_without_their_crates() {
+        let registry = ToolRegistry::new();
+        registry.register_tool(ShoutTool).unwrap();
+        let result = registry
+            .execute(ToolCall::new("c1", "shout", json!({"text": "hi"})))
+            .await;
+        assert_eq!(result.content, vec![ContentBlock::text("HI")]);
+        assert_eq!(
+            registry.schemas(None)[0].parameters,
+            json!({
+                "type": "object",
+                "properties": {"text": {"description": "What to shout.", "type": "string"}},
+                "required": ["text"],
+                "additionalProperties": false
+            })
         );
     }
 }

@@ -44,4 +44,16 @@ async fn flagged() -> u32 {
     1
 }
 
+/// A name that is not a string.
+#[tool(name = lookup)]
+async fn bare() -> u32 {
+    1
+}
+
+/// A render that is not a path.
+#[tool(render = "render_it")]
+async fn quoted() -> u32 {
+    1
+}
+
 fn main() {}
