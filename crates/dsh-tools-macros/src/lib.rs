@@ -526,7 +526,7 @@ fn generate(
         .clone()
         .unwrap_or_else(|| Ident::new(&pascal_case(fn_name), fn_ident.span()));
     let struct_doc = format!(
-        "The `{tool_name}` tool, made by `#[tool]` from [`{fn_name}`]: register it with `ToolRegistry::register_tool`."
+        "The `{tool_name}` tool, made by `#[tool]` from the function `{fn_name}`: register it with `ToolRegistry::register_tool`."
     );
 
     let args_param = Ident::new("args", Span::mixed_site());

@@ -79,6 +79,17 @@ async fn r#type() -> Option<bool> {
     None
 }
 
+/// The crate under another path, as a renamed dependency or a re-export would put it.
+mod renamed {
+    pub(crate) use dsh_tools::*;
+}
+
+/// Answers 42.
+#[tool(crate = crate::renamed, name = "answer")]
+async fn answer_through_a_renamed_crate() -> u8 {
+    42
+}
+
 async fn run(registry: &ToolRegistry, id: &str, name: &str, args: Value) -> ToolResult {
     registry.execute(ToolCall::new(id, name, args)).await
 }
@@ -210,6 +221,14 @@ async fn a_raw_identifier_names_the_tool_without_its_prefix_and_values_render_as
     let result = run(&registry, "c1", "type", json!({})).await;
     assert_eq!(result.content, vec![ContentBlock::text("null")]);
     assert_eq!(result.value.as_deref(), Some(&Value::Null));
+}
+
+#[tokio::test]
+async fn the_crate_option_names_dsh_tools_by_another_path() {
+    let registry = ToolRegistry::new();
+    registry.register_tool(AnswerThroughARenamedCrate).unwrap();
+    let result = run(&registry, "c1", "answer", json!({})).await;
+    assert_eq!(result.value.as_deref(), Some(&json!(42)));
 }
 
 #[tokio::test]

@@ -9,3 +9,7 @@ pub mod adding_a_tool {}
 
 #[doc = include_str!("../../../docs/architecture.md")]
 pub mod architecture {}
+
+/// The README's example compiles too.
+#[doc = include_str!("../../../README.md")]
+pub mod readme {}
