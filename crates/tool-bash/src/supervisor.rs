@@ -72,6 +72,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -101,6 +102,11 @@ struct Plan {
     stdio: [RawFd; 3],
     control: RawFd,
     report: RawFd,
+    /// Where the kernel writes the shell's pid when it clones it (`CLONE_PARENT_SETTID`),
+    /// before the shell runs: the harness finds it there if the command kills the supervisor
+    /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
+    /// references.
+    shell: AtomicI32,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -305,6 +311,7 @@ impl Mapping {
                 stdio: fds.stdio,
                 control: fds.control,
                 report: fds.report,
+                shell: AtomicI32::new(0),
             });
         }
         (
@@ -323,6 +330,15 @@ impl Mapping {
             drop(pool);
             self.unmap();
         }
+    }
+
+    /// The shell's pid as the kernel wrote it into the plan at the clone; 0 if the shell was
+    /// never cloned. Read only once the supervisor is gone.
+    fn cloned_shell(&self) -> libc::pid_t {
+        let plan = (self.base as usize + Layout::new().plan) as *const Plan;
+        // SAFETY: the plan is inside the mapping, written by `prepare` and (its `shell`) by the
+        // kernel at the clone; the supervisor that could clone a shell has exited.
+        unsafe { (*plan).shell.load(Ordering::SeqCst) }
     }
 
     fn unmap(self) {
@@ -605,10 +621,22 @@ impl Supervised {
                 return Err(io::Error::from_raw_os_error(error.saturating_neg()));
             }
             Ok(None) => {
+                // The supervisor died before it reported. If it had cloned the shell, the shell
+                // has executed `bash` (the clone returns only then) and the command killed the
+                // supervisor: the command started, and its end is reported as the
+                // supervisor's loss. Otherwise nothing started.
                 supervisor.exiting = true;
-                return Err(io::Error::other(
-                    "the command's supervisor exited before it started the shell",
-                ));
+                let cloned = supervisor
+                    .unreaped
+                    .as_ref()
+                    .and_then(|unreaped| unreaped.mapping.as_ref())
+                    .map_or(0, Mapping::cloned_shell);
+                if cloned <= 0 {
+                    return Err(io::Error::other(
+                        "the command's supervisor exited before it started the shell",
+                    ));
+                }
+                cloned
             }
             Err(error) => return Err(error),
         };
@@ -977,8 +1005,11 @@ unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
         let shell = libc::clone(
             exec_shell,
             top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
             (&raw const start).cast_mut().cast(),
+            plan.shell.as_ptr(),
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::pid_t>(),
         );
         if shell == -1 {
             return Err(libc::EAGAIN);
