@@ -982,6 +982,33 @@ mod tests {
     }
 
     #[test]
+    fn a_compacted_register_lists_only_the_live_groups() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut register = Register::create().unwrap();
+        for line in ["add 11\n", "add 12\n", "del 11\n", "add 13\n"] {
+            register.append(line).unwrap();
+        }
+        let path = register.path.clone();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "add 11\nadd 12\ndel 11\nadd 13\n"
+        );
+        register.compact(&[12, 13].into_iter().collect()).unwrap();
+        // Same path (the guard opens it by path), only the live groups, still private.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "add 12\nadd 13\n");
+        assert_eq!(register.bytes, 14);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Later lines go to the compacted file.
+        register.append("del 12\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "add 12\nadd 13\ndel 12\n"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
     fn a_replaced_guard_still_kills_the_groups_registered_before_it() {
         use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
         let bash = resolve_program(Path::new("bash"));
