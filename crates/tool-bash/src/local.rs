@@ -218,13 +218,7 @@ impl LocalExecutor {
         self.guard.ensure_running(&self.bash);
         let mut supervised = Supervised::spawn(self.launch(spec))
             .await
-            .map_err(|error| {
-                if error.kind() == std::io::ErrorKind::NotFound {
-                    ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
-                } else {
-                    ShellError::Spawn(error.to_string())
-                }
-            })?;
+            .map_err(|error| self.start_error(&error))?;
         self.guard.register(&self.bash, supervised.shell());
         if let (Some(bytes), Some(mut stdin)) = (spec.stdin.take(), supervised.stdin()) {
             tokio::spawn(async move {
@@ -233,6 +227,15 @@ impl LocalExecutor {
             });
         }
         Ok(supervised)
+    }
+
+    /// The error of a command whose shell did not start.
+    fn start_error(&self, error: &std::io::Error) -> ShellError {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            ShellError::BashMissing(format!("{}: {error}", self.bash.display()))
+        } else {
+            ShellError::Spawn(error.to_string())
+        }
     }
 }
 
@@ -582,6 +585,9 @@ fn shell_status(end: ShellEnd, pgid: i32) -> ExitStatus {
     use std::os::unix::process::ExitStatusExt;
     match end {
         ShellEnd::Status(status) => status,
+        // Only where a timeout or a kill raced with a failed start: the shell never ran, and
+        // 127 is what a shell reports for a command it cannot execute.
+        ShellEnd::StartFailed(_) => ExitStatus::from_raw(127 << 8),
         ShellEnd::SupervisorLost => {
             tracing::warn!(
                 pgid,
@@ -598,11 +604,14 @@ fn pump<R: AsyncRead + Unpin + Send + 'static>(
     sink: Arc<Mutex<StreamCollector>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut buffer = vec![0u8; 64 * 1024];
+        // Read into spare capacity: nothing to zero first, which a short command would pay for
+        // in full.
+        let mut buffer = Vec::with_capacity(64 * 1024);
         loop {
-            match reader.read(&mut buffer).await {
+            buffer.clear();
+            match reader.read_buf(&mut buffer).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => lock(&sink).push(&buffer[..n]),
+                Ok(_) => lock(&sink).push(&buffer),
             }
         }
     })
@@ -717,6 +726,12 @@ impl LocalExecutor {
             () = tokio::time::sleep(spec.timeout) => (Cause::TimedOut, None),
             () = spec.signal.cancelled() => (Cause::Aborted, None),
         };
+        if let Some(ShellEnd::StartFailed(errno)) = end {
+            // The shell-to-be's `execve` failed after its pid was known: as a spawn error.
+            drain_and_reap(&mut supervised, readers, config.grace).await;
+            reaper.done();
+            return Err(self.start_error(&std::io::Error::from_raw_os_error(errno)));
+        }
         let end = match end {
             Some(end) => end,
             None => terminate(&mut supervised, config.grace).await,
@@ -795,6 +810,15 @@ impl LocalExecutor {
                     (true, terminate(&mut child, config.grace).await)
                 }
             };
+            if let ShellEnd::StartFailed(errno) = end {
+                // As a spawn error: the error on stderr, the job killed.
+                drain_and_reap(&mut child, readers, config.grace).await;
+                executor.guard.unregister(&executor.bash, pgid);
+                let error = executor.start_error(&std::io::Error::from_raw_os_error(errno));
+                lock(&supervised.stderr).push(format!("{error}\n").as_bytes());
+                supervised.settle(ProcessStatus::Killed, None, None);
+                return;
+            }
             let status = shell_status(end, pgid);
             drain_and_reap(&mut child, readers, config.grace).await;
             executor.guard.unregister(&executor.bash, pgid);

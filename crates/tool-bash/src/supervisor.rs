@@ -80,10 +80,10 @@ use tokio::net::unix::pipe;
 /// The second word of a shell's end: nothing was left below the supervisor, which exits.
 const TREE_EMPTY: i32 = 1;
 
-/// The supervisor's stack. It holds the shell-to-be's stack (below) and the buffers of a sweep;
-/// pages never touched cost nothing.
+/// The supervisor's stack: its frames and the buffers of a sweep; pages never touched cost
+/// nothing.
 const STACK_BYTES: usize = 128 * 1024;
-/// The shell-to-be's stack, inside the supervisor's: `execve` needs little.
+/// The shell-to-be's stack, next to the supervisor's: `execve` needs little.
 const EXEC_STACK_BYTES: usize = 16 * 1024;
 /// The private thread area: room below and above the thread pointer, so thread-local storage
 /// of either layout (below it on x86-64, above it on AArch64) stays inside the mapping.
@@ -98,6 +98,8 @@ struct Plan {
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     workdir: *const libc::c_char,
+    /// The top of the shell-to-be's stack.
+    exec_stack: *mut libc::c_void,
     /// The shell's standard streams, in the supervisor's copy of the harness's file table.
     stdio: [RawFd; 3],
     control: RawFd,
@@ -182,19 +184,27 @@ fn round_up(bytes: usize, to: usize) -> usize {
     bytes.div_ceil(to) * to
 }
 
-/// Where the parts of a supervisor's mapping start, from its base (see the module docs).
+/// Where the parts of a supervisor's mapping start, from its base (see the module docs): a
+/// guard page, the supervisor's stack, a second guard page, the shell-to-be's stack, the
+/// thread area and the plan.
 struct Layout {
     stack_top: usize,
+    exec_guard: usize,
+    exec_stack_top: usize,
     thread_pointer: usize,
     plan: usize,
 }
 
 impl Layout {
     fn new() -> Layout {
-        let stack_top = page_size() + STACK_BYTES;
-        let thread_pointer = stack_top + TLS_BELOW;
+        let page = page_size();
+        let stack_top = page + STACK_BYTES;
+        let exec_stack_top = stack_top + page + EXEC_STACK_BYTES;
+        let thread_pointer = exec_stack_top + TLS_BELOW;
         Layout {
             stack_top,
+            exec_guard: stack_top,
+            exec_stack_top,
             thread_pointer,
             plan: round_up(thread_pointer + TLS_ABOVE, 64),
         }
@@ -255,9 +265,17 @@ impl Mapping {
             base: base.cast(),
             len,
         };
-        // SAFETY: the guard page is the first page of the mapping just made. A stack overflow
-        // then faults instead of writing over the thread area.
-        if unsafe { libc::mprotect(base, page_size(), libc::PROT_NONE) } != 0 {
+        // SAFETY: both guard pages are inside the mapping just made. A stack overflow then
+        // faults instead of writing over the other stack or the thread area.
+        let guarded = unsafe {
+            libc::mprotect(base, page_size(), libc::PROT_NONE) == 0
+                && libc::mprotect(
+                    base.cast::<u8>().add(Layout::new().exec_guard).cast(),
+                    page_size(),
+                    libc::PROT_NONE,
+                ) == 0
+        };
+        if !guarded {
             let error = io::Error::last_os_error();
             mapping.unmap();
             return Err(error);
@@ -308,6 +326,7 @@ impl Mapping {
                 argv,
                 envp,
                 workdir,
+                exec_stack: (base + layout.exec_stack_top) as *mut libc::c_void,
                 stdio: fds.stdio,
                 control: fds.control,
                 report: fds.report,
@@ -321,10 +340,13 @@ impl Mapping {
         )
     }
 
-    /// Gives back the mapping of a reaped supervisor (or of one that never started).
-    fn release(self) {
+    /// Gives back the mapping of a reaped supervisor (or of one that never started). Only a
+    /// supervisor that exited by itself is known to have outlived its shell-to-be (it exits
+    /// only with no child left): the mapping of one that was killed is unmapped, not reused,
+    /// in case its shell-to-be still runs on it (it would fault, not corrupt another command).
+    fn release(self, reusable: bool) {
         let mut pool = lock(&POOL);
-        if pool.len() < POOL_SIZE {
+        if reusable && pool.len() < POOL_SIZE {
             pool.push(self);
         } else {
             drop(pool);
@@ -376,7 +398,7 @@ impl Unreaped {
             return true;
         }
         // SAFETY: `info` is a zeroed siginfo the kernel fills; the pidfd is this supervisor's.
-        let reaped = unsafe {
+        let reaped: Option<bool> = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let result = libc::waitid(
                 libc::P_PIDFD,
@@ -385,16 +407,20 @@ impl Unreaped {
                 libc::WEXITED | libc::WNOHANG | libc::__WALL,
             );
             if result == 0 {
-                info.si_pid() != 0
+                (info.si_pid() != 0).then_some(info.si_code == libc::CLD_EXITED)
             } else {
-                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way.
-                io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way, how
+                // unknown.
+                (io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)).then_some(false)
             }
         };
-        if reaped && let Some(mapping) = self.mapping.take() {
-            mapping.release();
+        let Some(exited) = reaped else {
+            return false;
+        };
+        if let Some(mapping) = self.mapping.take() {
+            mapping.release(exited);
         }
-        reaped
+        true
     }
 
     /// Waits until the supervisor has exited (its pidfd becomes readable), then reaps it.
@@ -487,6 +513,8 @@ pub(crate) struct Supervised {
     partial: Vec<u8>,
     /// The shell's status once reported.
     status: Option<ExitStatus>,
+    /// The errno of the shell-to-be's failed start, once reported.
+    start_failed: Option<i32>,
     /// Whether the supervisor reported that nothing was left below it when the shell ended.
     empty: bool,
     /// The harness's end of the control pipe: closing it makes the supervisor sweep.
@@ -526,6 +554,18 @@ fn first_word(report: &OwnedFd) -> io::Result<Option<i32>> {
         }
     }
     Ok(Some(i32::from_ne_bytes(word)))
+}
+
+/// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
+/// end stays blocking: the two ends are separate open files). One `fcntl` where the runtime's
+/// checked conversion takes three: the end is known to be a pipe, and its only status flag is
+/// its access mode, which `F_SETFL` leaves alone.
+fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: `fcntl` on a descriptor this function owns.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
 }
 
 /// `/dev/null`, opened once: the stdin of every command without stdin bytes.
@@ -590,7 +630,7 @@ impl Supervised {
             let error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
             if pid == -1 {
-                mapping.release();
+                mapping.release(true);
                 return Err(error);
             }
             // Also from this side, so the group exists before anything can signal the harness's.
@@ -611,9 +651,10 @@ impl Supervised {
             control_read,
             report_write,
         ));
-        // The shell's pid (or why it did not start) comes as soon as the shell has executed
-        // `bash`, a wait bounded like `posix_spawn`'s, which blocks its caller the same way.
-        // Read without the runtime, it costs no wake-up of another thread.
+        // The shell's pid comes as soon as the supervisor has cloned it (or why it did not
+        // start, when that came first), a wait shorter than `posix_spawn`'s, which blocks its
+        // caller the same way. Read without the runtime, it costs no wake-up of another thread.
+        // A failed start reported after the pid comes to `shell_end`.
         let shell = match first_word(&report_read) {
             Ok(Some(shell)) if shell > 0 => shell,
             Ok(Some(error)) => {
@@ -621,10 +662,9 @@ impl Supervised {
                 return Err(io::Error::from_raw_os_error(error.saturating_neg()));
             }
             Ok(None) => {
-                // The supervisor died before it reported. If it had cloned the shell, the shell
-                // has executed `bash` (the clone returns only then) and the command killed the
-                // supervisor: the command started, and its end is reported as the
-                // supervisor's loss. Otherwise nothing started.
+                // The supervisor died before it reported. If it had cloned the shell, the
+                // command may have killed it: the command started, and its end is reported as
+                // the supervisor's loss. Otherwise nothing started.
                 supervisor.exiting = true;
                 let cloned = supervisor
                     .unreaped
@@ -643,12 +683,19 @@ impl Supervised {
         Ok(Supervised {
             supervisor,
             shell,
-            stdin: stdin_write.map(pipe::Sender::from_owned_fd).transpose()?,
-            stdout: Some(pipe::Receiver::from_owned_fd(stdout_read)?),
-            stderr: Some(pipe::Receiver::from_owned_fd(stderr_read)?),
-            reports: pipe::Receiver::from_owned_fd(report_read)?,
+            stdin: stdin_write
+                .map(|fd| pipe::Sender::from_owned_fd_unchecked(nonblocking(fd)?))
+                .transpose()?,
+            stdout: Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                stdout_read,
+            )?)?),
+            stderr: Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                stderr_read,
+            )?)?),
+            reports: pipe::Receiver::from_owned_fd_unchecked(nonblocking(report_read)?)?,
             partial: Vec::with_capacity(4),
             status: None,
+            start_failed: None,
             empty: false,
             control: Some(control_write),
         })
@@ -697,8 +744,20 @@ impl Supervised {
         if let Some(status) = self.status {
             return ShellEnd::Status(status);
         }
-        // The status, then whether nothing was left below the supervisor (written together).
+        if let Some(errno) = self.start_failed {
+            return ShellEnd::StartFailed(errno);
+        }
+        // The status, then whether nothing was left below the supervisor (written together);
+        // or, first, `-errno` from a shell-to-be whose `execve` failed.
         let raw = match self.next_word().await {
+            Ok(Some(raw)) if raw < 0 => {
+                // Nothing else was started: the supervisor reaps the shell-to-be and exits.
+                let errno = raw.saturating_neg();
+                self.start_failed = Some(errno);
+                self.empty = true;
+                self.supervisor.exiting = true;
+                return ShellEnd::StartFailed(errno);
+            }
             Ok(Some(raw)) => raw,
             Ok(None) | Err(_) => return ShellEnd::SupervisorLost,
         };
@@ -924,21 +983,16 @@ unsafe fn report_failure(report: RawFd, error: i32) -> ! {
     }
 }
 
-/// What the shell-to-be reads: the plan, and where to leave the error of a failed start.
-struct ShellStart<'a> {
-    plan: &'a Plan,
-    failed: *mut libc::c_int,
-}
-
-/// The shell-to-be: runs on its own stack in the supervisor's memory (the supervisor waits,
-/// suspended, until `execve` succeeds or this exits), sets up its streams, directory, group and
-/// signal mask, and executes the shell; a failure is left where the supervisor will look.
+/// The shell-to-be: runs on its own stack in the supervisor's mapping, alongside the supervisor
+/// (which only waits for signals meanwhile), sets up its streams, directory, group and signal
+/// mask, and executes the shell. A failure is reported to the harness by the shell-to-be itself
+/// (`-errno`, ahead of the status the supervisor reports when it reaps it).
 extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `ShellStart` the supervisor passed, alive until this execs or exits
-    // (the supervisor is suspended meanwhile); only raw system calls follow.
+    // SAFETY: `arg` is the plan in the supervisor's mapping, which is neither reused nor
+    // unmapped before the supervisor reaped this process (see `Mapping::release`); only raw
+    // system calls follow.
     unsafe {
-        let start = &*(arg as *const ShellStart<'_>);
-        let plan = start.plan;
+        let plan = &*(arg as *const Plan);
         // First out of the way of 0–2 (a descriptor may already sit on one of them), then in.
         let mut moved = [0 as RawFd; 3];
         let mut result = 0;
@@ -977,48 +1031,35 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
             );
             result = sys!(SYS_execve, plan.program, plan.argv, plan.envp);
         }
-        *start.failed = errno(result);
+        write_word(plan.report, errno(result).saturating_neg().min(-1));
         exit(127)
     }
 }
 
-/// Starts the shell the way `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)` onto a stack
-/// of its own, so no page table is copied, and returns once it has executed `bash`. A failed
-/// start comes back as its errno.
+/// Starts the shell the way `posix_spawn` does, `clone(CLONE_VM)` onto a stack of its own (no
+/// page table is copied), but without waiting for its `execve`: the shell-to-be reports a
+/// failed start itself, so the harness hears the pid one wake-up sooner and the shell's
+/// `execve` overlaps the harness's own work. The kernel writes the pid into the plan at the
+/// clone (`CLONE_PARENT_SETTID`).
 ///
 /// # Safety
 /// Only in the supervisor, with every signal blocked.
 unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
-    let mut stack = [0u8; EXEC_STACK_BYTES];
-    let mut failed: libc::c_int = 0;
-    let start = ShellStart {
-        plan,
-        failed: &raw mut failed,
-    };
-    // SAFETY: the stack is this frame's, 16-byte aligned at its top and unused by anything
-    // else while the child runs; `start` outlives the child's use of it (CLONE_VFORK). The C
-    // library's `clone` touches thread-local storage only to set `errno` on failure, which is
-    // this supervisor's private thread area.
+    // SAFETY: the shell-to-be's stack and the plan are in this supervisor's mapping, which
+    // outlives the shell-to-be; the C library's `clone` touches thread-local storage only to set
+    // `errno` on failure, which is this supervisor's private thread area.
     unsafe {
-        let top = stack.as_mut_ptr().add(stack.len());
-        let top = top.sub(top as usize % 16);
         let shell = libc::clone(
             exec_shell,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
-            (&raw const start).cast_mut().cast(),
+            plan.exec_stack,
+            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
+            std::ptr::from_ref(plan).cast_mut().cast(),
             plan.shell.as_ptr(),
             std::ptr::null_mut::<libc::c_void>(),
             std::ptr::null_mut::<libc::pid_t>(),
         );
         if shell == -1 {
             return Err(libc::EAGAIN);
-        }
-        let errno = std::ptr::read_volatile(&raw const failed);
-        if errno != 0 {
-            let mut status = 0;
-            sys!(SYS_wait4, shell, &raw mut status, libc::__WALL, 0);
-            return Err(errno);
         }
         // Also from this side, so the shell's group exists before the harness hears its pid.
         sys!(SYS_setpgid, shell, shell);
