@@ -11,10 +11,10 @@
 //! The supervisor marks itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`), so every process
 //! orphaned anywhere below it is re-parented to it instead of to `init`: whatever a command does
 //! to its group or session, its processes stay the supervisor's descendants. It starts the shell
-//! the way `posix_spawn` does (`clone(CLONE_VM | CLONE_VFORK)` onto a stack of its own, then
-//! `execve`), so a failed `execve` comes back to `spawn` as its error. It reports to the harness
-//! on a pipe: the shell's pid, then the shell's wait status together with whether anything was
-//! left below it. With nothing left it exits at once (nothing can be re-parented to it any
+//! with `clone(CLONE_VM)` onto a stack of its own and does not wait for its `execve`; a
+//! shell-to-be whose `execve` fails reports its errno itself. It reports to the harness on a
+//! pipe: the shell's pid, then the shell's wait status together with whether anything was left
+//! below it. With nothing left it exits at once (nothing can be re-parented to it any
 //! more). Otherwise it waits for one thing: its control pipe closing. Then it *sweeps*: it kills
 //! its children, reaps them, kills the orphans that re-parent to it as their parents die, and
 //! exits once it has no child left. The control pipe closes when the harness asks (the call
@@ -32,7 +32,7 @@
 //! for it alone, which is unmapped only after the supervisor was reaped:
 //!
 //! ```text
-//! [guard page][stack ↓][thread area: private TLS][plan: argv, envp, workdir, descriptors]
+//! [guard][stack ↓][guard][shell-to-be's stack ↓][thread area: private TLS][plan: argv, envp, …]
 //! ```
 //!
 //! Sharing memory with a running, multi-threaded harness sets the rules for the code it runs:
@@ -621,7 +621,10 @@ impl Supervised {
             let pid = libc::clone(
                 supervisor_main,
                 stack_top as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_SETTLS | libc::CLONE_PIDFD | libc::SIGCHLD,
+                // No exit signal: the harness waits on the pidfd, and a SIGCHLD per command
+                // would wake the runtime's signal driver (and any other SIGCHLD listener of
+                // the harness) for nothing. `__WALL` reaps such a child.
+                libc::CLONE_VM | libc::CLONE_SETTLS | libc::CLONE_PIDFD,
                 plan as *mut libc::c_void,
                 &raw mut pidfd,
                 thread_pointer as *mut libc::c_void,
