@@ -1,5 +1,5 @@
 //! What starting each command under its supervisor costs and leaves behind: supervisors are
-//! reaped (no zombie piles up, their memory is reused), a supervisor killed by its own command
+//! reaped (no zombie piles up), a supervisor killed by its own command
 //! neither hangs the call nor breaks the next one, and the orphan guard is not woken by each
 //! command.
 
@@ -82,7 +82,8 @@ async fn supervisors_are_reaped_and_no_zombie_piles_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_kills_its_supervisor_is_reported_killed_and_the_next_one_runs() {
     let executor = executor();
-    // Three times, so supervisors start again on the memory of ones that died.
+    // Three times: a killed supervisor's memory is given up, and the next ones start on other
+    // memory, fresh or pooled.
     for _ in 0..3 {
         let started = Instant::now();
         let result = run(&executor, "kill -KILL $PPID; sleep 30").await;
