@@ -29,7 +29,8 @@
 //! while the supervisor lives. The supervisor is therefore started with `clone(CLONE_VM)`: a
 //! process of its own (its own pid, file table, signal handlers, subreaper flag), sharing the
 //! harness's memory instead of copying it. It runs in one anonymous mapping the harness made
-//! for it alone, which is unmapped only after the supervisor was reaped:
+//! for it alone, which is reused for another command or unmapped only after the supervisor was
+//! reaped:
 //!
 //! ```text
 //! [guard][stack ↓][guard][shell-to-be's stack ↓][thread area: private TLS][plan: argv, envp, …]
