@@ -27,4 +27,14 @@ pub(crate) enum ShellEnd {
     Status(ExitStatus),
     /// The supervisor vanished before it reported (something killed it).
     SupervisorLost,
+    /// The shell never ran: setting it up or its `execve` failed with this errno. Only the
+    /// subreaper supervisor reports it late; the portable one fails `spawn` instead.
+    #[cfg_attr(
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
+        allow(dead_code)
+    )]
+    StartFailed(i32),
 }

@@ -54,9 +54,19 @@ mod launch;
 pub mod local;
 pub mod output;
 pub mod shell;
-#[cfg(all(feature = "local", target_os = "linux"))]
+#[cfg(all(
+    feature = "local",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod supervisor;
-#[cfg(all(feature = "local", not(target_os = "linux")))]
+#[cfg(all(
+    feature = "local",
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))
+))]
 #[path = "supervisor_portable.rs"]
 mod supervisor;
 pub mod tool;

@@ -8,31 +8,62 @@
 //! harness ── supervisor (child subreaper, its own group) ── bash -c COMMAND (its own group) ── …
 //! ```
 //!
-//! The supervisor is forked from the harness (it never calls `exec`) and marks itself a *child
-//! subreaper* (`PR_SET_CHILD_SUBREAPER`), so every process orphaned anywhere below it is
-//! re-parented to it instead of to `init`: whatever a command does to its group or session, its
-//! processes stay the supervisor's descendants. It starts the shell the way `posix_spawn` does
-//! (`clone(CLONE_VM | CLONE_VFORK)` onto a stack of its own, then `execve`), so a failed `execve`
-//! comes back to `spawn` as its error. It reports to the harness on a pipe: the shell's pid, then
-//! the shell's wait status together with whether anything was left below it. With nothing left
-//! it exits at once (nothing can be re-parented to it any more). Otherwise it waits for one
-//! thing: its control pipe closing. Then it *sweeps*: it kills its children, reaps them, kills
-//! the orphans that re-parent to it as their parents die, and exits once it has no child left.
-//! The control pipe closes when the harness asks (the call ended, the job was killed, the owner
-//! was disposed), when the harness drops the command (teardown, a dropped future) and when the
-//! harness dies, however it dies: the kernel closes the pipe of a killed process too.
+//! The supervisor marks itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`), so every process
+//! orphaned anywhere below it is re-parented to it instead of to `init`: whatever a command does
+//! to its group or session, its processes stay the supervisor's descendants. It starts the shell
+//! with `clone(CLONE_VM)` onto a stack of its own and does not wait for its `execve`; a
+//! shell-to-be whose `execve` fails reports its errno itself. It reports to the harness on a
+//! pipe: the shell's pid, then the shell's wait status together with whether anything was left
+//! below it. With nothing left it exits at once (nothing can be re-parented to it any
+//! more). Otherwise it waits for one thing: its control pipe closing. Then it *sweeps*: it kills
+//! its children, reaps them, kills the orphans that re-parent to it as their parents die, and
+//! exits once it has no child left. The control pipe closes when the harness asks (the call
+//! ended, the job was killed, the owner was disposed), when the harness drops the command
+//! (teardown, a dropped future) and when the harness dies, however it dies: the kernel closes
+//! the pipe of a killed process too.
+//!
+//! # How the supervisor is started: no copy of the harness
+//!
+//! A `fork` of the harness per command costs the harness's page tables (copied at the fork,
+//! freed at the supervisor's exit) and copy-on-write faults on every page the harness writes
+//! while the supervisor lives. The supervisor is therefore started with `clone(CLONE_VM)`: a
+//! process of its own (its own pid, file table, signal handlers, subreaper flag), sharing the
+//! harness's memory instead of copying it. It runs in one anonymous mapping the harness made
+//! for it alone, which is reused for another command or unmapped only after the supervisor was
+//! reaped:
+//!
+//! ```text
+//! [guard][stack ↓][guard][shell-to-be's stack ↓][thread area: private TLS][plan: argv, envp, …]
+//! ```
+//!
+//! Sharing memory with a running, multi-threaded harness sets the rules for the code it runs:
+//!
+//! - It reads and writes only its own mapping. The launch (`argv`, `envp`, working directory,
+//!   descriptor numbers) is copied into the mapping before the clone, so the harness may drop
+//!   everything of its own at any time, a cancelled `spawn` included.
+//! - It calls no C library function and touches no thread-local storage: system calls are made
+//!   directly (the `raw` module below), so no `errno` is written. Its thread pointer is set
+//!   (`CLONE_SETTLS`) to a zeroed area of its own mapping, so even an accidental access to
+//!   thread-local storage cannot reach a harness thread's. The one C library call left is
+//!   `clone` for the shell, whose only thread-local access (`errno` on failure) lands there.
+//! - It never allocates, locks, or panics (a panic would allocate in the harness's heap).
+//! - It starts with every signal blocked (the harness blocks them around the clone), so no
+//!   handler of the harness ever runs in it; it hears signals through a `signalfd`.
+//!
+//! What sharing costs in guarantees: the kernel treats processes that share memory as one when
+//! it kills for memory (the OOM killer kills every process sharing the memory) and, before Linux
+//! 5.16, when one of them dumps core. A harness killed either way takes its supervisors with it;
+//! the orphan guard (a separate process) still kills every registered group, but a process that
+//! had left its group survives that. A harness killed any other way (`SIGKILL` included) leaves
+//! its supervisors running, and they sweep.
 //!
 //! What stays out of reach: a command that kills its own supervisor (a `SIGKILL` to its parent's
 //! parent) before it escapes its group. The harness notices the supervisor's death, kills the
 //! shell's group at once and reports the command as killed, but a process that had already left
 //! the group is then re-parented to `init` and survives. The docs of the shell page say so.
-//!
-//! Everything the supervisor runs happens in a forked child of a multi-threaded process, where
-//! only async-signal-safe functions may be called: the code below uses raw system calls, stack
-//! buffers and no allocation, lock, or Rust standard-library I/O.
 
-// The supervisor is a `pre_exec` hook and raw system calls; each `unsafe` block says why it is
-// sound. Nothing else in the crate uses `unsafe`.
+// The supervisor is raw system calls on memory shared with the harness; each `unsafe` block says
+// why it is sound. Nothing else in the crate uses `unsafe`.
 #![allow(unsafe_code)]
 
 use crate::launch::{Launch, ShellEnd};
@@ -40,29 +71,46 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{ExitStatus, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio::net::unix::pipe;
 
 /// The second word of a shell's end: nothing was left below the supervisor, which exits.
 const TREE_EMPTY: i32 = 1;
 
-/// A launch turned into the C strings `execve` takes, built in the harness before the fork so
-/// the forked side only reads them.
-struct ExecPlan {
-    program: CString,
-    _args: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    _env: Vec<CString>,
-    envp: Vec<*const libc::c_char>,
-}
+/// The supervisor's stack: its frames and the buffers of a sweep; pages never touched cost
+/// nothing.
+const STACK_BYTES: usize = 128 * 1024;
+/// The shell-to-be's stack, next to the supervisor's: `execve` needs little.
+const EXEC_STACK_BYTES: usize = 16 * 1024;
+/// The private thread area: room below and above the thread pointer, so thread-local storage
+/// of either layout (below it on x86-64, above it on AArch64) stays inside the mapping.
+const TLS_BELOW: usize = 64 * 1024;
+const TLS_ABOVE: usize = 16 * 1024;
 
-// SAFETY: the pointers point into the `CString`s the plan owns, which are never mutated; the
-// plan is read (never written) by the forked side only.
-unsafe impl Send for ExecPlan {}
-// SAFETY: as above: shared access is read-only.
-unsafe impl Sync for ExecPlan {}
+/// What the supervisor reads, at the start of the plan area of its mapping. Every pointer
+/// points into the same mapping.
+#[repr(C)]
+struct Plan {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    workdir: *const libc::c_char,
+    /// The top of the shell-to-be's stack.
+    exec_stack: *mut libc::c_void,
+    /// The shell's standard streams, in the supervisor's copy of the harness's file table.
+    stdio: [RawFd; 3],
+    control: RawFd,
+    report: RawFd,
+    /// Where the kernel writes the shell's pid when it clones it (`CLONE_PARENT_SETTID`),
+    /// before the shell runs: the harness finds it there if the command kills the supervisor
+    /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
+    /// references.
+    shell: AtomicI32,
+}
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
@@ -73,8 +121,16 @@ fn c_string(bytes: &[u8]) -> io::Result<CString> {
     })
 }
 
-impl ExecPlan {
-    fn new(launch: &Launch) -> io::Result<ExecPlan> {
+/// The strings of a launch, checked for NUL bytes, before they are copied into the mapping.
+struct Strings {
+    program: CString,
+    workdir: CString,
+    args: Vec<CString>,
+    env: Vec<CString>,
+}
+
+impl Strings {
+    fn new(launch: &Launch) -> io::Result<Strings> {
         let program = c_string(launch.program.as_os_str().as_bytes())?;
         let zeroth = launch.program.file_name().map_or_else(
             || program.clone(),
@@ -92,39 +148,374 @@ impl ExecPlan {
             entry.extend_from_slice(value.as_bytes());
             env.push(c_string(&entry)?);
         }
-        let argv = args
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain([std::ptr::null()])
-            .collect();
-        let envp = env
-            .iter()
-            .map(|e| e.as_ptr())
-            .chain([std::ptr::null()])
-            .collect();
-        Ok(ExecPlan {
+        Ok(Strings {
             program,
-            _args: args,
-            argv,
-            _env: env,
-            envp,
+            workdir: c_string(launch.workdir.as_os_str().as_bytes())?,
+            args,
+            env,
         })
+    }
+
+    /// The bytes of the plan area: the header, both pointer arrays, then every string.
+    fn plan_bytes(&self) -> usize {
+        let pointers = (self.args.len() + 1 + self.env.len() + 1) * size_of::<usize>();
+        let strings: usize = [&self.program, &self.workdir]
+            .into_iter()
+            .chain(&self.args)
+            .chain(&self.env)
+            .map(|s| s.as_bytes_with_nul().len())
+            .sum();
+        size_of::<Plan>() + pointers + strings
+    }
+}
+
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page)
+            .ok()
+            .filter(|p| *p > 0)
+            .unwrap_or(4096)
+    })
+}
+
+fn round_up(bytes: usize, to: usize) -> usize {
+    bytes.div_ceil(to) * to
+}
+
+/// Where the parts of a supervisor's mapping start, from its base (see the module docs): a
+/// guard page, the supervisor's stack, a second guard page, the shell-to-be's stack, the
+/// thread area and the plan.
+struct Layout {
+    stack_top: usize,
+    exec_guard: usize,
+    exec_stack_top: usize,
+    thread_pointer: usize,
+    plan: usize,
+}
+
+impl Layout {
+    fn new() -> Layout {
+        let page = page_size();
+        let stack_top = page + STACK_BYTES;
+        let exec_stack_top = stack_top + page + EXEC_STACK_BYTES;
+        let thread_pointer = exec_stack_top + TLS_BELOW;
+        Layout {
+            stack_top,
+            exec_guard: stack_top,
+            exec_stack_top,
+            thread_pointer,
+            plan: round_up(thread_pointer + TLS_ABOVE, 64),
+        }
+    }
+}
+
+/// A supervisor's mapping (see the module docs). Once its supervisor was reaped it goes back
+/// to a small pool ([`Mapping::release`]), so the next command's supervisor starts on pages
+/// already mapped and touched: no `mmap`, `munmap` (whose TLB shootdowns reach every CPU the
+/// harness runs on) or page fault per command. A `Mapping` dropped without `release` is never
+/// unmapped: its supervisor may still run on it.
+#[derive(Debug)]
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; the harness only writes it while no supervisor runs on
+// it, and only unmaps or reuses it after its supervisor was reaped.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; shared references never touch the memory.
+unsafe impl Sync for Mapping {}
+
+/// Mappings whose supervisors were reaped, ready for the next command.
+static POOL: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
+/// The most mappings the pool keeps (about 200 KiB of address space each, mostly untouched).
+const POOL_SIZE: usize = 8;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Mapping {
+    /// A mapping with room for a plan of `plan_bytes`: one from the pool, or a new one.
+    fn obtain(plan_bytes: usize) -> io::Result<Mapping> {
+        let len = round_up(Layout::new().plan + plan_bytes, page_size());
+        {
+            let mut pool = lock(&POOL);
+            if let Some(at) = pool.iter().position(|m| m.len >= len) {
+                return Ok(pool.swap_remove(at));
+            }
+        }
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mapping = Mapping {
+            base: base.cast(),
+            len,
+        };
+        // SAFETY: both guard pages are inside the mapping just made. A stack overflow then
+        // faults instead of writing over the other stack or the thread area.
+        let guarded = unsafe {
+            libc::mprotect(base, page_size(), libc::PROT_NONE) == 0
+                && libc::mprotect(
+                    base.cast::<u8>().add(Layout::new().exec_guard).cast(),
+                    page_size(),
+                    libc::PROT_NONE,
+                ) == 0
+        };
+        if !guarded {
+            let error = io::Error::last_os_error();
+            mapping.unmap();
+            return Err(error);
+        }
+        Ok(mapping)
+    }
+
+    /// Writes the thread area's self-pointers and the plan of `strings`. Returns the
+    /// supervisor's stack top, thread pointer and plan.
+    fn prepare(&mut self, strings: &Strings, fds: PlanFds) -> (usize, usize, usize) {
+        let layout = Layout::new();
+        let base = self.base as usize;
+        // SAFETY: no supervisor runs on this mapping (it is new, or its supervisor was reaped),
+        // and every write stays inside it: `obtain` made room for `plan_bytes`, which counted
+        // the header, the pointer arrays and the strings; the thread area's words are inside.
+        unsafe {
+            // x86-64's thread control block starts with pointers to itself (`%fs:0`,
+            // `%fs:16`); AArch64's holds no self-pointer.
+            #[cfg(target_arch = "x86_64")]
+            {
+                let tcb = (base + layout.thread_pointer) as *mut usize;
+                tcb.write(base + layout.thread_pointer);
+                tcb.add(2).write(base + layout.thread_pointer);
+            }
+            let plan = (base + layout.plan) as *mut Plan;
+            let argv = (base + layout.plan + size_of::<Plan>()) as *mut *const libc::c_char;
+            let envp = argv.add(strings.args.len() + 1);
+            let mut text = envp.add(strings.env.len() + 1).cast::<u8>();
+            let mut put = |s: &CString| {
+                let bytes = s.as_bytes_with_nul();
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), text, bytes.len());
+                let at = text.cast::<libc::c_char>().cast_const();
+                text = text.add(bytes.len());
+                at
+            };
+            let program = put(&strings.program);
+            let workdir = put(&strings.workdir);
+            for (i, arg) in strings.args.iter().enumerate() {
+                argv.add(i).write(put(arg));
+            }
+            argv.add(strings.args.len()).write(std::ptr::null());
+            for (i, entry) in strings.env.iter().enumerate() {
+                envp.add(i).write(put(entry));
+            }
+            envp.add(strings.env.len()).write(std::ptr::null());
+            plan.write(Plan {
+                program,
+                argv,
+                envp,
+                workdir,
+                exec_stack: (base + layout.exec_stack_top) as *mut libc::c_void,
+                stdio: fds.stdio,
+                control: fds.control,
+                report: fds.report,
+                shell: AtomicI32::new(0),
+            });
+        }
+        (
+            base + layout.stack_top,
+            base + layout.thread_pointer,
+            base + layout.plan,
+        )
+    }
+
+    /// Gives back the mapping of a reaped supervisor (or of one that never started). Only a
+    /// supervisor that exited by itself is known to have outlived its shell-to-be (it exits
+    /// only with no child left): the mapping of one that was killed is unmapped, not reused,
+    /// in case its shell-to-be still runs on it (it would fault, not corrupt another command).
+    fn release(self, reusable: bool) {
+        let mut pool = lock(&POOL);
+        if reusable && pool.len() < POOL_SIZE {
+            pool.push(self);
+        } else {
+            drop(pool);
+            self.unmap();
+        }
+    }
+
+    /// The shell's pid as the kernel wrote it into the plan at the clone; 0 if the shell was
+    /// never cloned. Read only once the supervisor is gone.
+    fn cloned_shell(&self) -> libc::pid_t {
+        let plan = (self.base as usize + Layout::new().plan) as *const Plan;
+        // SAFETY: the plan is inside the mapping, written by `prepare` and (its `shell`) by the
+        // kernel at the clone; the supervisor that could clone a shell has exited.
+        unsafe { (*plan).shell.load(Ordering::SeqCst) }
+    }
+
+    fn unmap(self) {
+        // SAFETY: the mapping is this one's own, and no process runs on it (see `release`).
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// The descriptor numbers the supervisor is told.
+#[derive(Clone, Copy)]
+struct PlanFds {
+    stdio: [RawFd; 3],
+    control: RawFd,
+    report: RawFd,
+}
+
+/// What reaping a supervisor takes: a pidfd to wait on, and its mapping, released once it was
+/// reaped.
+#[derive(Debug)]
+struct Unreaped {
+    pidfd: OwnedFd,
+    mapping: Option<Mapping>,
+}
+
+/// Supervisors that were exiting when their command was dropped: reaped at the next spawn.
+static EXITING: Mutex<Vec<Unreaped>> = Mutex::new(Vec::new());
+
+impl Unreaped {
+    /// Reaps the supervisor if it has exited, then releases its mapping. Returns whether it is
+    /// gone.
+    fn try_reap(&mut self) -> bool {
+        if self.mapping.is_none() {
+            return true;
+        }
+        // SAFETY: `info` is a zeroed siginfo the kernel fills; the pidfd is this supervisor's.
+        let reaped: Option<bool> = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let result = libc::waitid(
+                libc::P_PIDFD,
+                self.pidfd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::__WALL,
+            );
+            if result == 0 {
+                (info.si_pid() != 0).then_some(info.si_code == libc::CLD_EXITED)
+            } else {
+                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way, how
+                // unknown.
+                (io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)).then_some(false)
+            }
+        };
+        let Some(exited) = reaped else {
+            return false;
+        };
+        if let Some(mapping) = self.mapping.take() {
+            mapping.release(exited);
+        }
+        true
+    }
+
+    /// Waits until the supervisor has exited (its pidfd becomes readable), then reaps it.
+    async fn reap(&mut self) {
+        if self.try_reap() {
+            return;
+        }
+        // SAFETY: the pidfd is this process's own and stays open (it is only closed when `self`
+        // drops) for the whole life of the registration, which ends in this function.
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                self.pidfd.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )
+        };
+        match registered {
+            Ok(exit) => {
+                let _ = exit.readable().await;
+            }
+            Err(error) => drop(error),
+        }
+        if !self.try_reap() {
+            tracing::warn!("a command's supervisor could not be reaped");
+        }
+    }
+}
+
+/// Reaps the supervisors that were exiting when their commands were dropped.
+fn reap_exiting() {
+    let mut exiting = lock(&EXITING);
+    if !exiting.is_empty() {
+        exiting.retain_mut(|supervisor| !supervisor.try_reap());
+    }
+}
+
+/// The supervisor process as the harness holds it.
+#[derive(Debug)]
+struct SupervisorProcess {
+    unreaped: Option<Unreaped>,
+    /// The supervisor said it is exiting (nothing was left below it).
+    exiting: bool,
+}
+
+impl SupervisorProcess {
+    async fn reap(&mut self) {
+        if let Some(unreaped) = self.unreaped.as_mut() {
+            unreaped.reap().await;
+        }
+    }
+}
+
+impl Drop for SupervisorProcess {
+    fn drop(&mut self) {
+        let Some(mut unreaped) = self.unreaped.take() else {
+            return;
+        };
+        if unreaped.try_reap() {
+            return;
+        }
+        // A supervisor that said it is exiting is reaped at the next spawn, without a task.
+        // One still sweeping (a dropped command) is reaped in the background. Where neither is
+        // possible (no runtime, or the runtime is shutting down and drops the background task),
+        // its mapping stays mapped: a `Mapping` dropped without `release` is never unmapped,
+        // since the supervisor may still run on it.
+        if self.exiting {
+            lock(&EXITING).push(unreaped);
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { unreaped.reap().await });
+            }
+            Err(_) => lock(&EXITING).push(unreaped),
+        }
     }
 }
 
 /// A command running under its supervisor (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Supervised {
-    /// The supervisor process: the harness's child.
-    process: Child,
+    supervisor: SupervisorProcess,
     /// The shell's pid, which is also its process group id.
     shell: i32,
+    stdin: Option<pipe::Sender>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
     /// The supervisor's reports: the shell's pid, then its wait status.
-    reports: tokio::net::unix::pipe::Receiver,
+    reports: pipe::Receiver,
     /// Bytes of a report word read so far (reads may be cancelled between words).
     partial: Vec<u8>,
     /// The shell's status once reported.
     status: Option<ExitStatus>,
+    /// The errno of the shell-to-be's failed start, once reported.
+    start_failed: Option<i32>,
     /// Whether the supervisor reported that nothing was left below it when the shell ended.
     empty: bool,
     /// The harness's end of the control pipe: closing it makes the supervisor sweep.
@@ -143,60 +534,175 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
+/// Reads the supervisor's first report (the shell's pid, or `-errno`) from the still blocking
+/// report pipe; `None` if the supervisor left without one.
+fn first_word(report: &OwnedFd) -> io::Result<Option<i32>> {
+    let mut word = [0u8; 4];
+    let mut filled = 0;
+    while filled < word.len() {
+        let rest = &mut word[filled..];
+        // SAFETY: a read into the unfilled part of a stack buffer.
+        let read = unsafe { libc::read(report.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+        match read {
+            0 => return Ok(None),
+            n if n > 0 => filled += n.unsigned_abs(),
+            _ => {
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
+        }
+    }
+    Ok(Some(i32::from_ne_bytes(word)))
+}
+
+/// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
+/// end stays blocking: the two ends are separate open files). One `fcntl` where the runtime's
+/// checked conversion takes three: the end is known to be a pipe, and its only status flag is
+/// its access mode, which `F_SETFL` leaves alone.
+fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: `fcntl` on a descriptor this function owns.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// `/dev/null`, opened once: the stdin of every command without stdin bytes.
+fn dev_null() -> io::Result<RawFd> {
+    static NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let file = std::fs::File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| file.into()).as_raw_fd())
+}
+
 impl Supervised {
     /// Starts `launch` under a supervisor: the supervisor and the shell each lead their own
     /// process group; the shell's stdout and stderr are pipes to the harness.
     pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
-        let plan = ExecPlan::new(&launch)?;
+        reap_exiting();
+        let strings = Strings::new(&launch)?;
+        let (stdout_read, stdout_write) = pipe()?;
+        let (stderr_read, stderr_write) = pipe()?;
+        let (stdin_read, stdin_write) = if launch.stdin_piped {
+            let (read, write) = pipe()?;
+            (Some(read), Some(write))
+        } else {
+            (None, None)
+        };
+        let stdin_fd = match &stdin_read {
+            Some(read) => read.as_raw_fd(),
+            None => dev_null()?,
+        };
         let (control_read, control_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
-        let control = control_read.as_raw_fd();
-        let report = report_write.as_raw_fd();
-        // The standard library forks the supervisor and sets up its stdio, working directory
-        // and group; the supervisor never returns to it, so its program is never executed.
-        let mut command = Command::new(&launch.program);
-        command
-            .current_dir(&launch.workdir)
-            .stdin(if launch.stdin_piped {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
-        command.as_std_mut().process_group(0);
-        // SAFETY: the hook runs in the forked child and calls only async-signal-safe functions
-        // (see `become_supervisor`); the descriptors it uses stay open in the parent until
-        // `spawn` has returned, so the child inherits them, and the plan it reads is owned by
-        // the hook itself.
-        unsafe {
-            command.pre_exec(move || become_supervisor(&plan, control, report));
-        }
-        let spawned = command.spawn();
+        let fds = PlanFds {
+            stdio: [stdin_fd, stdout_write.as_raw_fd(), stderr_write.as_raw_fd()],
+            control: control_read.as_raw_fd(),
+            report: report_write.as_raw_fd(),
+        };
+        let mut mapping = Mapping::obtain(strings.plan_bytes())?;
+        let (stack_top, thread_pointer, plan) = mapping.prepare(&strings, fds);
+        let mut pidfd: libc::c_int = -1;
+        // SAFETY: the supervisor runs `supervisor_main` on the stack, thread area and plan of
+        // its own mapping, which is neither reused nor unmapped until it was reaped, and
+        // touches nothing else of the shared memory (see the module docs). Every signal is
+        // blocked in this thread across the clone, so the supervisor starts with all of them
+        // blocked and no handler of the harness can run in it; the mask is restored right
+        // after. The descriptors the plan names are open here, so its copy of the file table
+        // holds them.
+        let mut supervisor = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut previous: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+            let pid = libc::clone(
+                supervisor_main,
+                stack_top as *mut libc::c_void,
+                // No exit signal: the harness waits on the pidfd, and a SIGCHLD per command
+                // would wake the runtime's signal driver (and any other SIGCHLD listener of
+                // the harness) for nothing. `__WALL` reaps such a child.
+                libc::CLONE_VM | libc::CLONE_SETTLS | libc::CLONE_PIDFD,
+                plan as *mut libc::c_void,
+                &raw mut pidfd,
+                thread_pointer as *mut libc::c_void,
+                std::ptr::null_mut::<libc::pid_t>(),
+            );
+            let error = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+            if pid == -1 {
+                mapping.release(true);
+                return Err(error);
+            }
+            // Also from this side, so the group exists before anything can signal the harness's.
+            libc::setpgid(pid, pid);
+            SupervisorProcess {
+                unreaped: Some(Unreaped {
+                    pidfd: OwnedFd::from_raw_fd(pidfd),
+                    mapping: Some(mapping),
+                }),
+                exiting: false,
+            }
+        };
         // The child's ends: the supervisor has its copies now.
-        drop(control_read);
-        drop(report_write);
-        let process = spawned?;
-        let reports = tokio::net::unix::pipe::Receiver::from_owned_fd(report_read)?;
-        let mut supervised = Supervised {
-            process,
-            shell: 0,
-            reports,
+        drop((
+            stdout_write,
+            stderr_write,
+            stdin_read,
+            control_read,
+            report_write,
+        ));
+        // The shell's pid comes as soon as the supervisor has cloned it (or why it did not
+        // start, when that came first), a wait shorter than `posix_spawn`'s, which blocks its
+        // caller the same way. Read without the runtime, it costs no wake-up of another thread.
+        // A failed start reported after the pid comes to `shell_end`.
+        let shell = match first_word(&report_read) {
+            Ok(Some(shell)) if shell > 0 => shell,
+            Ok(Some(error)) => {
+                supervisor.exiting = true;
+                return Err(io::Error::from_raw_os_error(error.saturating_neg()));
+            }
+            Ok(None) => {
+                // The supervisor died before it reported. If it had cloned the shell, the
+                // command may have killed it: the command started, and its end is reported as
+                // the supervisor's loss. Otherwise nothing started.
+                supervisor.exiting = true;
+                let cloned = supervisor
+                    .unreaped
+                    .as_ref()
+                    .and_then(|unreaped| unreaped.mapping.as_ref())
+                    .map_or(0, Mapping::cloned_shell);
+                if cloned <= 0 {
+                    return Err(io::Error::other(
+                        "the command's supervisor exited before it started the shell",
+                    ));
+                }
+                cloned
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(Supervised {
+            supervisor,
+            shell,
+            stdin: stdin_write
+                .map(|fd| pipe::Sender::from_owned_fd_unchecked(nonblocking(fd)?))
+                .transpose()?,
+            stdout: Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                stdout_read,
+            )?)?),
+            stderr: Some(pipe::Receiver::from_owned_fd_unchecked(nonblocking(
+                stderr_read,
+            )?)?),
+            reports: pipe::Receiver::from_owned_fd_unchecked(nonblocking(report_read)?)?,
             partial: Vec::with_capacity(4),
             status: None,
+            start_failed: None,
             empty: false,
             control: Some(control_write),
-        };
-        match supervised.next_word().await? {
-            Some(shell) => supervised.shell = shell,
-            None => {
-                return Err(io::Error::other(
-                    "the command's supervisor exited before it started the shell",
-                ));
-            }
-        }
-        Ok(supervised)
+        })
     }
 
     /// The shell's pid, which is also its process group id.
@@ -205,18 +711,18 @@ impl Supervised {
     }
 
     /// The shell's standard output pipe.
-    pub(crate) fn stdout(&mut self) -> Option<ChildStdout> {
-        self.process.stdout.take()
+    pub(crate) fn stdout(&mut self) -> Option<pipe::Receiver> {
+        self.stdout.take()
     }
 
     /// The shell's standard error pipe.
-    pub(crate) fn stderr(&mut self) -> Option<ChildStderr> {
-        self.process.stderr.take()
+    pub(crate) fn stderr(&mut self) -> Option<pipe::Receiver> {
+        self.stderr.take()
     }
 
     /// The shell's standard input pipe.
-    pub(crate) fn stdin(&mut self) -> Option<tokio::process::ChildStdin> {
-        self.process.stdin.take()
+    pub(crate) fn stdin(&mut self) -> Option<pipe::Sender> {
+        self.stdin.take()
     }
 
     /// Reads one native-endian `i32` report; `None` at the end of the pipe. Cancel-safe: bytes
@@ -242,13 +748,28 @@ impl Supervised {
         if let Some(status) = self.status {
             return ShellEnd::Status(status);
         }
-        // The status, then whether nothing was left below the supervisor (written together).
+        if let Some(errno) = self.start_failed {
+            return ShellEnd::StartFailed(errno);
+        }
+        // The status, then whether nothing was left below the supervisor (written together);
+        // or, first, `-errno` from a shell-to-be whose `execve` failed.
         let raw = match self.next_word().await {
+            Ok(Some(raw)) if raw < 0 => {
+                // Nothing else was started: the supervisor reaps the shell-to-be and exits.
+                let errno = raw.saturating_neg();
+                self.start_failed = Some(errno);
+                self.empty = true;
+                self.supervisor.exiting = true;
+                return ShellEnd::StartFailed(errno);
+            }
             Ok(Some(raw)) => raw,
             Ok(None) | Err(_) => return ShellEnd::SupervisorLost,
         };
         match self.next_word().await {
-            Ok(Some(empty)) => self.empty = empty == TREE_EMPTY,
+            Ok(Some(empty)) => {
+                self.empty = empty == TREE_EMPTY;
+                self.supervisor.exiting = self.empty;
+            }
             Ok(None) | Err(_) => return ShellEnd::SupervisorLost,
         }
         let status = ExitStatus::from_raw(raw);
@@ -262,11 +783,11 @@ impl Supervised {
         self.control = None;
         if self.empty {
             // Nothing was left below it when the shell ended, and nothing can be re-parented to
-            // it any more: it is exiting on its own, and the runtime reaps it.
+            // it any more: it is exiting on its own, and is reaped after this is dropped.
             return true;
         }
-        match tokio::time::timeout(bound, self.process.wait()).await {
-            Ok(_) => true,
+        match tokio::time::timeout(bound, self.supervisor.reap()).await {
+            Ok(()) => true,
             Err(_) => {
                 tracing::warn!(
                     shell = self.shell,
@@ -279,105 +800,273 @@ impl Supervised {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The forked side. Nothing below may allocate, lock, or use the standard library's I/O: it runs
-// between `fork` and `exec` of a multi-threaded process (and, for the supervisor, forever after).
+// The supervisor's side. Everything below runs in the supervisor, on memory shared with the
+// harness: raw system calls, its own stack and mapping only; no allocation, lock, panic, C
+// library call (but `clone`) or thread-local storage.
 
-/// The `pre_exec` hook: turns the forked child into the supervisor and starts the shell as its
-/// child, then supervises. It returns only with an error (which the standard library reports to
-/// `spawn`): the supervisor's program is never executed.
-fn become_supervisor(plan: &ExecPlan, control: RawFd, report: RawFd) -> io::Result<()> {
-    // SAFETY: only async-signal-safe system calls on plain values, stack memory and the plan.
-    unsafe {
-        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
-            return Err(io::Error::last_os_error());
+/// Raw Linux system calls: the result, or `-errno`. No `errno` is written.
+mod raw {
+    /// # Safety
+    /// The arguments must be valid for system call `number`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
+        let result: isize;
+        // SAFETY: the `syscall` instruction with the kernel's calling convention; it clobbers
+        // rcx and r11 only. The caller vouches for the arguments.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") number as isize => result,
+                in("rdi") args[0],
+                in("rsi") args[1],
+                in("rdx") args[2],
+                in("r10") args[3],
+                in("r8") args[4],
+                in("r9") args[5],
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack, preserves_flags),
+            );
         }
-        let mut handled: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut handled);
-        for signal in [
-            libc::SIGCHLD,
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-            libc::SIGQUIT,
-        ] {
-            libc::sigaddset(&mut handled, signal);
+        result
+    }
+
+    /// # Safety
+    /// The arguments must be valid for system call `number`.
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    pub(super) unsafe fn syscall(number: libc::c_long, args: [usize; 6]) -> isize {
+        let result: isize;
+        // SAFETY: `svc 0` with the kernel's calling convention; it clobbers x0 only. The caller
+        // vouches for the arguments.
+        unsafe {
+            core::arch::asm!(
+                "svc 0",
+                in("x8") number,
+                inlateout("x0") args[0] => result,
+                in("x1") args[1],
+                in("x2") args[2],
+                in("x3") args[3],
+                in("x4") args[4],
+                in("x5") args[5],
+                options(nostack, preserves_flags),
+            );
         }
-        let mut previous: libc::sigset_t = std::mem::zeroed();
-        // Blocked before the shell starts, so none of its SIGCHLDs can be missed.
-        if libc::sigprocmask(libc::SIG_BLOCK, &handled, &mut previous) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let shell = start_shell(plan, &previous)?;
-        supervise(shell, control, report, &handled)
+        result
     }
 }
 
-/// What the shell-to-be reads: the plan, the signal mask to restore, and where to leave the
-/// error of a failed `execve`.
-struct ShellStart<'a> {
-    plan: &'a ExecPlan,
-    mask: &'a libc::sigset_t,
-    failed: *mut libc::c_int,
+/// A system call with up to six arguments, each converted to `usize` (integers sign-extend,
+/// which the kernel reads back as the `int` it takes), through [`raw::syscall`].
+macro_rules! sys {
+    ($number:ident) => {
+        raw::syscall(libc::$number, [0; 6])
+    };
+    ($number:ident, $a:expr) => {
+        raw::syscall(libc::$number, [$a as usize, 0, 0, 0, 0, 0])
+    };
+    ($number:ident, $a:expr, $b:expr) => {
+        raw::syscall(libc::$number, [$a as usize, $b as usize, 0, 0, 0, 0])
+    };
+    ($number:ident, $a:expr, $b:expr, $c:expr) => {
+        raw::syscall(libc::$number, [$a as usize, $b as usize, $c as usize, 0, 0, 0])
+    };
+    ($number:ident, $a:expr, $b:expr, $c:expr, $d:expr) => {
+        raw::syscall(
+            libc::$number,
+            [$a as usize, $b as usize, $c as usize, $d as usize, 0, 0],
+        )
+    };
+    ($number:ident, $a:expr, $b:expr, $c:expr, $d:expr, $e:expr) => {
+        raw::syscall(
+            libc::$number,
+            [$a as usize, $b as usize, $c as usize, $d as usize, $e as usize, 0],
+        )
+    };
 }
 
-/// The shell-to-be: runs on its own stack in the supervisor's memory (the supervisor waits,
-/// suspended, until `execve` succeeds or this exits), so it only reads the plan and writes the
-/// error of a failed `execve` where the supervisor will look.
-extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `ShellStart` the supervisor passed, alive until this returns or
-    // execs (the supervisor is suspended meanwhile); only async-signal-safe calls follow.
-    unsafe {
-        let start = &*(arg as *const ShellStart<'_>);
-        libc::sigprocmask(libc::SIG_SETMASK, start.mask, std::ptr::null_mut());
-        libc::setpgid(0, 0);
-        libc::execve(
-            start.plan.program.as_ptr(),
-            start.plan.argv.as_ptr(),
-            start.plan.envp.as_ptr(),
-        );
-        *start.failed = *libc::__errno_location();
-        libc::_exit(127)
-    }
+/// The kernel's signal set: one bit per signal.
+fn signal_bit(signal: libc::c_int) -> u64 {
+    1u64 << (signal - 1)
 }
 
-/// Starts the shell the way `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)` onto a stack
-/// of its own, so no page table is copied, and returns once it has executed `bash`. A failed
-/// `execve` comes back as its error.
+/// The signals the supervisor hears on its signalfd: its children's ends, and the ones that
+/// mean "stop" (sent to it directly; its group is its own).
+const HANDLED: [libc::c_int; 5] = [
+    libc::SIGCHLD,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+];
+
+/// Leaves the supervisor.
 ///
 /// # Safety
-/// As for [`supervise`]; `previous` is the signal mask the shell gets.
-unsafe fn start_shell(plan: &ExecPlan, previous: &libc::sigset_t) -> io::Result<libc::pid_t> {
-    // The shell-to-be's stack: `execve` needs little, and the supervisor is suspended while it
-    // is in use.
-    let mut stack = [0u8; 32 * 1024];
-    let mut failed: libc::c_int = 0;
-    let start = ShellStart {
-        plan,
-        mask: previous,
-        failed: &mut failed,
-    };
-    // SAFETY: the stack is this frame's, 16-byte aligned at its top and unused by anything
-    // else while the child runs; `start` outlives the child's use of it (CLONE_VFORK).
+/// Only in the supervisor.
+unsafe fn exit(code: i32) -> ! {
+    loop {
+        // SAFETY: exit_group ends this process (its own thread group) only.
+        unsafe {
+            sys!(SYS_exit_group, code);
+        }
+    }
+}
+
+/// The supervisor's entry point: `arg` is its [`Plan`]. Starts the shell as its child and
+/// supervises; never returns.
+extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the plan in this supervisor's mapping, alive until it was reaped; every
+    // call below is a raw system call on that mapping or this stack (see the module docs).
     unsafe {
-        let top = stack.as_mut_ptr().add(stack.len());
-        let top = top.sub(top as usize % 16);
+        let plan = &*(arg as *const Plan);
+        // The harness blocked every signal it may; this also blocks the two the C library keeps
+        // for itself, whose handlers are the harness's.
+        let all = !0u64;
+        sys!(
+            SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &raw const all,
+            0,
+            size_of::<u64>()
+        );
+        sys!(SYS_setpgid, 0, 0);
+        // The harness ignores SIGPIPE; the shell must not inherit that (an ignored signal
+        // stays ignored across `execve`). A zeroed kernel sigaction is SIG_DFL.
+        let default = [0u64; 4];
+        sys!(
+            SYS_rt_sigaction,
+            libc::SIGPIPE,
+            default.as_ptr(),
+            0,
+            size_of::<u64>()
+        );
+        let subreaper = sys!(SYS_prctl, libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        if subreaper < 0 {
+            report_failure(plan.report, errno(subreaper));
+        }
+        let mut handled = 0u64;
+        for signal in HANDLED {
+            handled |= signal_bit(signal);
+        }
+        // Every signal has been blocked since the clone, so none of the shell's SIGCHLDs can be
+        // missed.
+        let signals = sys!(
+            SYS_signalfd4,
+            -1i32,
+            &raw const handled,
+            size_of::<u64>(),
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK
+        );
+        if signals < 0 {
+            report_failure(plan.report, errno(signals));
+        }
+        let signals = signals as RawFd;
+        let shell = match start_shell(plan) {
+            Ok(shell) => shell,
+            Err(error) => report_failure(plan.report, error),
+        };
+        supervise(shell, plan.control, plan.report, signals)
+    }
+}
+
+fn errno(result: isize) -> i32 {
+    i32::try_from(result.unsigned_abs()).unwrap_or(libc::EINVAL)
+}
+
+/// Tells the harness why the shell could not start (`-errno` in place of its pid), and exits.
+///
+/// # Safety
+/// Only in the supervisor.
+unsafe fn report_failure(report: RawFd, error: i32) -> ! {
+    // SAFETY: a write of stack memory, then exit.
+    unsafe {
+        write_word(report, error.saturating_neg().min(-1));
+        exit(1)
+    }
+}
+
+/// The shell-to-be: runs on its own stack in the supervisor's mapping, alongside the supervisor
+/// (which only waits for signals meanwhile), sets up its streams, directory, group and signal
+/// mask, and executes the shell. A failure is reported to the harness by the shell-to-be itself
+/// (`-errno`, ahead of the status the supervisor reports when it reaps it).
+extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the plan in the supervisor's mapping, which is neither reused nor
+    // unmapped before the supervisor reaped this process (see `Mapping::release`); only raw
+    // system calls follow.
+    unsafe {
+        let plan = &*(arg as *const Plan);
+        // First out of the way of 0–2 (a descriptor may already sit on one of them), then in.
+        let mut moved = [0 as RawFd; 3];
+        let mut result = 0;
+        for (slot, fd) in moved.iter_mut().zip(plan.stdio) {
+            let copy = sys!(SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 3);
+            if copy < 0 {
+                result = copy;
+            }
+            *slot = copy as RawFd;
+        }
+        if result == 0 {
+            for (target, fd) in (0..).zip(moved) {
+                // The copies sit at 3 or above, so each lands on a different descriptor; `dup3`
+                // leaves the new one open across `execve`.
+                let installed = sys!(SYS_dup3, fd, target, 0);
+                if installed < 0 {
+                    result = installed;
+                }
+            }
+        }
+        if result == 0 {
+            result = sys!(SYS_chdir, plan.workdir);
+        }
+        if result == 0 {
+            // Its own group first, while every signal is still blocked: from here to `execve`
+            // only a signal sent to this very pid could run one of the harness's handlers
+            // (which `execve` then resets), as with `posix_spawn`.
+            sys!(SYS_setpgid, 0, 0);
+            let empty = 0u64;
+            sys!(
+                SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const empty,
+                0,
+                size_of::<u64>()
+            );
+            result = sys!(SYS_execve, plan.program, plan.argv, plan.envp);
+        }
+        write_word(plan.report, errno(result).saturating_neg().min(-1));
+        exit(127)
+    }
+}
+
+/// Starts the shell the way `posix_spawn` does, `clone(CLONE_VM)` onto a stack of its own (no
+/// page table is copied), but without waiting for its `execve`: the shell-to-be reports a
+/// failed start itself, so the harness hears the pid one wake-up sooner and the shell's
+/// `execve` overlaps the harness's own work. The kernel writes the pid into the plan at the
+/// clone (`CLONE_PARENT_SETTID`).
+///
+/// # Safety
+/// Only in the supervisor, with every signal blocked.
+unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
+    // SAFETY: the shell-to-be's stack and the plan are in this supervisor's mapping, which
+    // outlives the shell-to-be; the C library's `clone` touches thread-local storage only to set
+    // `errno` on failure, which is this supervisor's private thread area.
+    unsafe {
         let shell = libc::clone(
             exec_shell,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&raw const start).cast_mut().cast(),
+            plan.exec_stack,
+            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
+            std::ptr::from_ref(plan).cast_mut().cast(),
+            plan.shell.as_ptr(),
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::pid_t>(),
         );
         if shell == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        let errno = std::ptr::read_volatile(&raw const failed);
-        if errno != 0 {
-            let mut status = 0;
-            libc::waitpid(shell, &mut status, 0);
-            return Err(io::Error::from_raw_os_error(errno));
+            return Err(libc::EAGAIN);
         }
         // Also from this side, so the shell's group exists before the harness hears its pid.
-        libc::setpgid(shell, shell);
+        sys!(SYS_setpgid, shell, shell);
         Ok(shell)
     }
 }
@@ -385,24 +1074,10 @@ unsafe fn start_shell(plan: &ExecPlan, previous: &libc::sigset_t) -> io::Result<
 /// The supervisor's life (see the module docs). Never returns.
 ///
 /// # Safety
-/// Must run in a forked child that has blocked `handled` and owns the two descriptors.
-unsafe fn supervise(
-    shell: libc::pid_t,
-    control: RawFd,
-    report: RawFd,
-    handled: &libc::sigset_t,
-) -> ! {
-    // SAFETY: async-signal-safe system calls on plain values and stack memory only.
+/// Only in the supervisor, with every signal blocked and `signals` its signalfd.
+unsafe fn supervise(shell: libc::pid_t, control: RawFd, report: RawFd, signals: RawFd) -> ! {
+    // SAFETY: raw system calls on plain values and stack memory only.
     unsafe {
-        // A harness gone mid-report must not kill the supervisor with SIGPIPE.
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        let signals = libc::signalfd(-1, handled, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        if signals < 0 {
-            // Without a way to wait, contain what exists and leave.
-            libc::kill(shell, libc::SIGKILL);
-            sweep(shell, report);
-            libc::_exit(1);
-        }
         close_all_but([control, report, signals]);
         write_word(report, shell);
         loop {
@@ -418,32 +1093,34 @@ unsafe fn supervise(
                     revents: 0,
                 },
             ];
-            if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+            if sys!(SYS_ppoll, fds.as_mut_ptr(), 2, 0, 0, size_of::<u64>()) < 0 {
                 continue;
             }
             if fds[1].revents & libc::POLLIN != 0 {
-                let mut info: libc::signalfd_siginfo = std::mem::zeroed();
-                let size = std::mem::size_of::<libc::signalfd_siginfo>();
+                let mut info = [0u8; size_of::<libc::signalfd_siginfo>()];
                 let mut stop = false;
-                while libc::read(signals, (&raw mut info).cast(), size) == size as isize {
-                    if info.ssi_signo != libc::SIGCHLD as u32 {
+                while sys!(SYS_read, signals, info.as_mut_ptr(), info.len()) == info.len() as isize
+                {
+                    // `ssi_signo` is the first field.
+                    let signo = u32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
+                    if signo != libc::SIGCHLD as u32 {
                         stop = true;
                     }
                 }
                 if reap_exited(shell, report) == Reaped::None {
                     // The shell was reaped and nothing is left below: nothing can ever be
                     // re-parented here again, so there is nothing to sweep.
-                    libc::_exit(0);
+                    exit(0);
                 }
                 if stop {
                     sweep(shell, report);
-                    libc::_exit(0);
+                    exit(0);
                 }
             }
             // Any event on the control pipe (a byte, its end, an error) means sweep.
             if fds[0].revents != 0 {
                 sweep(shell, report);
-                libc::_exit(0);
+                exit(0);
             }
         }
     }
@@ -460,25 +1137,27 @@ enum Reaped {
 /// Reaps every child that has exited, reporting the shell's status when it is among them.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn reap_exited(shell: libc::pid_t, report: RawFd) -> Reaped {
-    // SAFETY: async-signal-safe system calls on stack memory only.
+    // SAFETY: raw system calls on stack memory only.
     unsafe {
         loop {
-            let mut status = 0;
-            match libc::waitpid(-1, &mut status, libc::WNOHANG) {
+            let mut status: libc::c_int = 0;
+            match sys!(
+                SYS_wait4,
+                -1i32,
+                &raw mut status,
+                libc::WNOHANG | libc::__WALL,
+                0
+            ) {
                 0 => return Reaped::Running,
                 pid if pid > 0 => {
-                    if pid == shell {
+                    if pid == shell as isize {
                         report_end(report, status);
                     }
                 }
-                _ => {
-                    if *libc::__errno_location() == libc::EINTR {
-                        continue;
-                    }
-                    return Reaped::None;
-                }
+                error if error == -(libc::EINTR as isize) => {}
+                _ => return Reaped::None,
             }
         }
     }
@@ -488,27 +1167,24 @@ unsafe fn reap_exited(shell: libc::pid_t, report: RawFd) -> Reaped {
 /// orphan as it is re-parented here, until no child is left.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn sweep(shell: libc::pid_t, report: RawFd) {
-    // SAFETY: async-signal-safe system calls on stack memory only.
+    // SAFETY: raw system calls on stack memory only.
     unsafe {
         loop {
             if reap_exited(shell, report) != Reaped::Running {
                 return;
             }
             kill_children();
-            let mut status = 0;
-            match libc::waitpid(-1, &mut status, 0) {
+            let mut status: libc::c_int = 0;
+            match sys!(SYS_wait4, -1i32, &raw mut status, libc::__WALL, 0) {
                 pid if pid > 0 => {
-                    if pid == shell {
+                    if pid == shell as isize {
                         write_pair(report, status, 0);
                     }
                 }
-                _ => {
-                    if *libc::__errno_location() != libc::EINTR {
-                        return;
-                    }
-                }
+                error if error == -(libc::EINTR as isize) => {}
+                _ => return,
             }
         }
     }
@@ -518,13 +1194,15 @@ unsafe fn sweep(shell: libc::pid_t, report: RawFd) {
 /// `/proc/thread-self/children`, or by a scan of `/proc` where that file is missing.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn kill_children() {
-    // SAFETY: async-signal-safe system calls on stack memory only.
+    // SAFETY: raw system calls on stack memory only.
     unsafe {
-        let fd = libc::open(
+        let fd = sys!(
+            SYS_openat,
+            libc::AT_FDCWD,
             c"/proc/thread-self/children".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
+            libc::O_RDONLY | libc::O_CLOEXEC
         );
         if fd < 0 {
             kill_children_by_scan();
@@ -534,11 +1212,14 @@ unsafe fn kill_children() {
         let mut pid: libc::pid_t = 0;
         let mut digits = false;
         loop {
-            let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
-            if read <= 0 {
+            let read = sys!(SYS_read, fd, buffer.as_mut_ptr(), buffer.len());
+            let Some(bytes) = usize::try_from(read).ok().and_then(|n| buffer.get(..n)) else {
+                break;
+            };
+            if bytes.is_empty() {
                 break;
             }
-            for &byte in &buffer[..read as usize] {
+            for &byte in bytes {
                 if byte.is_ascii_digit() {
                     pid = pid
                         .saturating_mul(10)
@@ -546,7 +1227,7 @@ unsafe fn kill_children() {
                     digits = true;
                 } else {
                     if digits {
-                        libc::kill(pid, libc::SIGKILL);
+                        sys!(SYS_kill, pid, libc::SIGKILL);
                     }
                     pid = 0;
                     digits = false;
@@ -554,47 +1235,49 @@ unsafe fn kill_children() {
             }
         }
         if digits {
-            libc::kill(pid, libc::SIGKILL);
+            sys!(SYS_kill, pid, libc::SIGKILL);
         }
-        libc::close(fd);
+        sys!(SYS_close, fd);
     }
 }
 
 /// The fallback of [`kill_children`]: every `/proc/PID/stat` whose parent is this process.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn kill_children_by_scan() {
-    // SAFETY: async-signal-safe system calls on stack memory only.
+    // SAFETY: raw system calls on stack memory only.
     unsafe {
-        let me = libc::getpid();
-        let dir = libc::open(
+        let me = sys!(SYS_getpid) as libc::pid_t;
+        let dir = sys!(
+            SYS_openat,
+            libc::AT_FDCWD,
             c"/proc".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC
         );
         if dir < 0 {
             return;
         }
         let mut entries = [0u8; 8192];
         loop {
-            let read = libc::syscall(
-                libc::SYS_getdents64,
-                dir,
-                entries.as_mut_ptr(),
-                entries.len(),
-            );
-            if read <= 0 {
+            let read = sys!(SYS_getdents64, dir, entries.as_mut_ptr(), entries.len());
+            let Some(listed) = usize::try_from(read).ok().and_then(|n| entries.get(..n)) else {
+                break;
+            };
+            if listed.is_empty() {
                 break;
             }
             let mut offset = 0usize;
-            while offset < read as usize {
-                // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[]; }
-                let record = &entries[offset..];
-                let length = usize::from(u16::from_ne_bytes([record[16], record[17]]));
+            // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[]; }
+            while let Some(record) = listed.get(offset..) {
+                let (Some(&low), Some(&high)) = (record.get(16), record.get(17)) else {
+                    break;
+                };
+                let length = usize::from(u16::from_ne_bytes([low, high]));
                 if length == 0 {
                     break;
                 }
-                let name = &record[19..length.min(record.len())];
+                let name = record.get(19..length.min(record.len())).unwrap_or(&[]);
                 let mut pid: libc::pid_t = 0;
                 let mut numeric = false;
                 for &byte in name {
@@ -611,12 +1294,12 @@ unsafe fn kill_children_by_scan() {
                     numeric = true;
                 }
                 if numeric && parent_of(pid) == Some(me) {
-                    libc::kill(pid, libc::SIGKILL);
+                    sys!(SYS_kill, pid, libc::SIGKILL);
                 }
-                offset += length;
+                offset = offset.saturating_add(length);
             }
         }
-        libc::close(dir);
+        sys!(SYS_close, dir);
     }
 }
 
@@ -654,21 +1337,26 @@ fn proc_path<'a>(path: &'a mut [u8; 64], pid: libc::pid_t, file: &[u8]) -> Optio
 /// Reads `/proc/PID/stat` into `buffer`; the bytes after the command name's closing `") "`.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Raw system calls only; safe anywhere.
 unsafe fn stat_fields(pid: libc::pid_t, buffer: &mut [u8; 512]) -> Option<&[u8]> {
     let mut path = [0u8; 64];
     let path = proc_path(&mut path, pid, b"stat")?;
     // SAFETY: `path` is NUL-terminated; `buffer` is stack memory of the given length.
     let read = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let fd = sys!(
+            SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC
+        );
         if fd < 0 {
             return None;
         }
-        let read = libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len());
-        libc::close(fd);
+        let read = sys!(SYS_read, fd, buffer.as_mut_ptr(), buffer.len());
+        sys!(SYS_close, fd);
         read
     };
-    let text = &buffer[..usize::try_from(read).ok()?];
+    let text = buffer.get(..usize::try_from(read).ok()?)?;
     let close = text.iter().rposition(|&b| b == b')')?;
     text.get(close + 2..)
 }
@@ -676,7 +1364,7 @@ unsafe fn stat_fields(pid: libc::pid_t, buffer: &mut [u8; 512]) -> Option<&[u8]>
 /// The parent pid of `pid`, from `/proc/PID/stat` (`state ppid …` after the name).
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Raw system calls only; safe anywhere.
 unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
     let mut buffer = [0u8; 512];
     // SAFETY: forwarded to the caller's contract.
@@ -699,18 +1387,19 @@ unsafe fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
 /// the supervisor (then it exits without waiting for a sweep).
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn report_end(report: RawFd, status: libc::c_int) {
-    // SAFETY: async-signal-safe system calls on stack memory only.
+    // SAFETY: raw system calls on stack memory only.
     unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let empty = libc::waitid(
+        let mut info = [0u8; size_of::<libc::siginfo_t>()];
+        let empty = sys!(
+            SYS_waitid,
             libc::P_ALL,
             0,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        ) == -1
-            && *libc::__errno_location() == libc::ECHILD;
+            info.as_mut_ptr(),
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+            0
+        ) == -(libc::ECHILD as isize);
         write_pair(report, status, if empty { TREE_EMPTY } else { 0 });
     }
 }
@@ -718,26 +1407,27 @@ unsafe fn report_end(report: RawFd, status: libc::c_int) {
 /// Writes two native-endian words in one write (eight bytes to a pipe are written whole).
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn write_pair(fd: RawFd, first: i32, second: i32) {
     let mut bytes = [0u8; 8];
     bytes[..4].copy_from_slice(&first.to_ne_bytes());
     bytes[4..].copy_from_slice(&second.to_ne_bytes());
     // SAFETY: a write of eight bytes of stack memory.
     unsafe {
-        libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        sys!(SYS_write, fd, bytes.as_ptr(), bytes.len());
     }
 }
 
-/// Writes one native-endian word; a harness that is gone is not an error here.
+/// Writes one native-endian word; a harness that is gone is not an error here (SIGPIPE is
+/// blocked: the write fails with EPIPE).
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn write_word(fd: RawFd, word: i32) {
     let bytes = word.to_ne_bytes();
     // SAFETY: a write of four bytes of stack memory; four bytes to a pipe are written whole.
     unsafe {
-        libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        sys!(SYS_write, fd, bytes.as_ptr(), bytes.len());
     }
 }
 
@@ -745,41 +1435,34 @@ unsafe fn write_word(fd: RawFd, word: i32) {
 /// output must end when the command's processes are gone) nor of other commands.
 ///
 /// # Safety
-/// As for [`supervise`].
+/// Only in the supervisor.
 unsafe fn close_all_but(mut keep: [RawFd; 3]) {
     keep.sort_unstable();
-    // SAFETY: closing descriptors of this forked process only.
+    // SAFETY: closing descriptors of this process's own file table only.
     unsafe {
         let mut low: libc::c_uint = 0;
         let mut fallback = false;
         for fd in keep {
             let fd = fd as libc::c_uint;
-            if fd > low && libc::syscall(libc::SYS_close_range, low, fd - 1, 0 as libc::c_uint) != 0
-            {
+            if fd > low && sys!(SYS_close_range, low, fd - 1, 0) != 0 {
                 fallback = true;
             }
             low = fd + 1;
         }
-        if libc::syscall(
-            libc::SYS_close_range,
-            low,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        ) != 0
-        {
+        if sys!(SYS_close_range, low, libc::c_uint::MAX, 0) != 0 {
             fallback = true;
         }
         if fallback {
             // Kernels before 5.9 have no close_range: close one by one up to the limit.
-            let mut limit: libc::rlimit = std::mem::zeroed();
-            let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-                limit.rlim_cur.min(1 << 16) as RawFd
+            let mut limit = [0u64; 2];
+            let top = if sys!(SYS_prlimit64, 0, libc::RLIMIT_NOFILE, 0, limit.as_mut_ptr()) == 0 {
+                limit[0].min(1 << 16) as RawFd
             } else {
                 1024
             };
             for fd in 0..top {
                 if !keep.contains(&fd) {
-                    libc::close(fd);
+                    sys!(SYS_close, fd);
                 }
             }
         }

@@ -1,0 +1,165 @@
+//! What starting each command under its supervisor costs and leaves behind: supervisors are
+//! reaped (no zombie piles up), a supervisor killed by its own command
+//! neither hangs the call nor breaks the next one, and the orphan guard is not woken by each
+//! command.
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tool_bash::local::{LocalConfig, LocalExecutor};
+use tool_bash::shell::{ShellExecutor, ShellRequest, ShellRunResult};
+
+fn executor() -> LocalExecutor {
+    support::executor(Duration::from_millis(300))
+}
+
+async fn run(executor: &LocalExecutor, command: &str) -> ShellRunResult {
+    let spec = executor.resolve(ShellRequest::new(command), None).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), executor.run(spec))
+        .await
+        .expect("the call hung")
+        .unwrap()
+}
+
+/// `(pid, state, parent pid)` of every process, from `/proc/PID/stat`.
+fn processes() -> Vec<(i32, char, i32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(") ").map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let state = fields[0].chars().next().unwrap();
+        found.push((pid, state, fields[1].parse().unwrap()));
+    }
+    found
+}
+
+fn zombie_children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    processes()
+        .into_iter()
+        .filter(|&(_, state, parent)| state == 'Z' && parent == me)
+        .map(|(pid, ..)| pid)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn supervisors_are_reaped_and_no_zombie_piles_up() {
+    let executor = executor();
+    for round in 0..40 {
+        let result = run(&executor, &format!("exit {}", round % 3)).await;
+        assert_eq!(result.exit_code, Some(round % 3));
+    }
+    // A supervisor that said it was exiting is reaped by the next spawn, so at most the last
+    // ones (this test's and a concurrent test's) can still be zombies; without reaping there
+    // would be forty.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        run(&executor, "true").await;
+        let zombies = zombie_children();
+        if zombies.len() <= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "supervisors were not reaped: zombies {zombies:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_kills_its_supervisor_is_reported_killed_and_the_next_one_runs() {
+    let executor = executor();
+    // Three times: a killed supervisor's memory is given up, and the next ones start on other
+    // memory, fresh or pooled.
+    for _ in 0..3 {
+        let started = Instant::now();
+        let result = run(&executor, "kill -KILL $PPID; sleep 30").await;
+        assert_eq!(
+            (result.exit_code, result.signal.as_deref()),
+            (None, Some("SIGKILL"))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the call waited for the sleep: {:?}",
+            started.elapsed()
+        );
+        let next = run(&executor, "echo next").await;
+        assert_eq!(next.stdout.text, "next\n");
+    }
+}
+
+/// A `bash` of this test's own (a symbolic link), so the guard of this test's executor is the
+/// process running it.
+fn own_bash(dir: &Path) -> PathBuf {
+    let bash = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|dir| dir.join("bash"))
+        .find(|candidate| candidate.is_file())
+        .unwrap();
+    let link = dir.join("guarded-bash");
+    std::os::unix::fs::symlink(bash, &link).unwrap();
+    link
+}
+
+/// The context switches of the process whose `argv[0]` is `program` (its only one).
+fn context_switches_of(program: &Path) -> (i32, u64) {
+    let wanted = program.as_os_str().as_encoded_bytes();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if cmdline.split(|&b| b == 0).next() != Some(wanted) {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let switches: u64 = status
+            .lines()
+            .filter(|line| line.contains("ctxt_switches:"))
+            .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        found.push((pid, switches));
+    }
+    assert_eq!(found.len(), 1, "one guard expected: {found:?}");
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_orphan_guard_is_not_woken_by_each_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = LocalConfig::default();
+    config.bash = own_bash(dir.path());
+    let executor = LocalExecutor::new(config);
+    run(&executor, "true").await;
+    let program = dir.path().join("guarded-bash");
+    // The guard has started and settled into its wait.
+    let mut before = context_switches_of(&program);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = context_switches_of(&program);
+        if now == before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the guard never settled");
+        before = now;
+    }
+    for _ in 0..20 {
+        run(&executor, "true").await;
+    }
+    // Each command registered and unregistered its group; the guard slept through all of it.
+    assert_eq!(context_switches_of(&program), before);
+}
