@@ -67,7 +67,17 @@ impl OpenAiAdapter {
             phase,
             queue: VecDeque::new(),
         };
-        Box::pin(futures::stream::unfold(run, Run::next))
+        let secret = self
+            .inner
+            .config
+            .api_key
+            .as_ref()
+            .map(|key| key.expose().to_owned())
+            .unwrap_or_default();
+        Box::pin(
+            futures::stream::unfold(run, Run::next)
+                .map(move |item| item.map_err(|error| error.redacted(&secret))),
+        )
     }
 }
 

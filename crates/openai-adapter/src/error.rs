@@ -96,6 +96,53 @@ pub enum AdapterError {
     Cancelled,
 }
 
+impl AdapterError {
+    /// The error with every occurrence of `secret` in its texts replaced, for a provider that
+    /// quotes the key it was sent back in its error message.
+    pub(crate) fn redacted(self, secret: &str) -> AdapterError {
+        if secret.is_empty() {
+            return self;
+        }
+        let clean = |text: String| text.replace(secret, "<redacted>");
+        match self {
+            AdapterError::Http {
+                provider,
+                status,
+                message,
+                attempts,
+            } => AdapterError::Http {
+                provider,
+                status,
+                message: clean(message),
+                attempts,
+            },
+            AdapterError::Provider { provider, message } => AdapterError::Provider {
+                provider,
+                message: clean(message),
+            },
+            AdapterError::MalformedChunk { line, detail, text } => AdapterError::MalformedChunk {
+                line,
+                detail: clean(detail),
+                text: clean(text),
+            },
+            AdapterError::Connect {
+                provider,
+                detail,
+                attempts,
+            } => AdapterError::Connect {
+                provider,
+                detail: clean(detail),
+                attempts,
+            },
+            AdapterError::Stream { provider, detail } => AdapterError::Stream {
+                provider,
+                detail: clean(detail),
+            },
+            other => other,
+        }
+    }
+}
+
 fn retried_note(attempts: u32) -> String {
     if attempts > 1 {
         format!(" (after {attempts} attempts)")

@@ -78,7 +78,11 @@ pub(crate) async fn open(
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let retry_after = retry_after(response.headers());
-                let message = error_message(response, config.timeouts).await;
+                let mut message = error_message(response, config.timeouts).await;
+                if let Some(key) = &config.api_key {
+                    // A provider may quote the key it rejected; it must not reach the logs.
+                    message = message.replace(key.expose(), "<redacted>");
+                }
                 let retryable = RETRYABLE.contains(&status) && attempts <= config.retry.max_retries;
                 let delay = retry_after.unwrap_or_else(|| config.retry.backoff(attempts - 1));
                 if !retryable || delay > config.retry.max_delay {
