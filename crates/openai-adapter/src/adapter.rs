@@ -5,7 +5,7 @@ use crate::error::AdapterError;
 use crate::serialize::chat_request;
 use crate::sse::{self, DONE, DataLine, clip};
 use crate::translate::Translator;
-use crate::wire::ChatChunk;
+use crate::wire::{ChatChunk, Completion};
 use agent_loop::{ModelAdapter, ModelError, ModelEvent, ModelRequest, ModelStream};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
@@ -130,6 +130,17 @@ impl Run {
                         opened = sse::open(&self.inner.client, config, body) => opened,
                     };
                     match opened {
+                        Ok(response) if !config.streaming => {
+                            let read = tokio::select! {
+                                biased;
+                                () = self.signal.cancelled() => Err(AdapterError::Cancelled),
+                                read = sse::read_body(response, config) => read,
+                            };
+                            match read.and_then(|body| whole(config.provider.name(), &body)) {
+                                Ok(events) => self.queue.extend(events),
+                                Err(error) => return Some((Err(error), self)),
+                            }
+                        }
                         Ok(response) => {
                             self.phase = Phase::Streaming {
                                 lines: sse::data_lines(response, config),
@@ -167,6 +178,21 @@ impl Run {
             }
         }
     }
+}
+
+/// The events of a whole completion: what streaming it would have yielded, in one go.
+fn whole(provider: &str, body: &[u8]) -> Result<Vec<ModelEvent>, AdapterError> {
+    let completion: Completion =
+        serde_json::from_slice(body).map_err(|error| AdapterError::MalformedChunk {
+            line: 1,
+            detail: error.to_string(),
+            text: clip(&String::from_utf8_lossy(body), 200),
+        })?;
+    let mut translator = Translator::new(provider);
+    let mut events = Vec::new();
+    translator.chunk(completion.into_chunk(), &mut events)?;
+    events.push(translator.done()?);
+    Ok(events)
 }
 
 /// What one data line meant.

@@ -198,6 +198,9 @@ pub struct AdapterConfig {
     pub api_key: Option<ApiKey>,
     /// Send tools in the strict projection with `"strict": true`.
     pub strict_tools: bool,
+    /// Stream responses (the default). Off, each response is read whole and then yields the
+    /// same events: for servers that cannot stream tool calls.
+    pub streaming: bool,
     /// Sampling temperature, when set.
     pub temperature: Option<f64>,
     /// The completion token limit, when set.
@@ -216,6 +219,7 @@ impl AdapterConfig {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key: None,
             strict_tools: false,
+            streaming: true,
             temperature: None,
             max_tokens: None,
             timeouts: Timeouts::default(),
@@ -292,6 +296,12 @@ impl AdapterConfig {
     /// Sends tools in the strict projection.
     pub fn strict_tools(mut self, strict: bool) -> AdapterConfig {
         self.strict_tools = strict;
+        self
+    }
+
+    /// Streams responses (`true`, the default) or reads each whole.
+    pub fn streaming(mut self, streaming: bool) -> AdapterConfig {
+        self.streaming = streaming;
         self
     }
 

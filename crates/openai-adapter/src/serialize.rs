@@ -51,10 +51,11 @@ pub(crate) fn chat_request(
         model: config.model.clone(),
         messages,
         tools,
-        stream: true,
-        stream_options: StreamOptions {
+        stream: config.streaming,
+        // Only a streamed request may carry stream options.
+        stream_options: config.streaming.then_some(StreamOptions {
             include_usage: true,
-        },
+        }),
         temperature: config.temperature,
         max_tokens: config.max_tokens,
     })

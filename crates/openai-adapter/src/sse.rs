@@ -204,6 +204,38 @@ impl Stream for IdleBody {
     }
 }
 
+/// The whole body of a non-streamed response, each piece within the idle timeout.
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    config: &AdapterConfig,
+) -> Result<Vec<u8>, AdapterError> {
+    let idle = config.timeouts.idle;
+    let mut body = IdleBody {
+        inner: Box::pin(response.bytes_stream()),
+        idle,
+        timer: Box::pin(tokio::time::sleep(idle)),
+    };
+    let mut bytes = Vec::new();
+    while let Some(piece) = body.next().await {
+        match piece {
+            Ok(piece) => bytes.extend_from_slice(&piece),
+            Err(BodyError::Idle) => {
+                return Err(AdapterError::IdleTimeout {
+                    provider: config.provider.to_string(),
+                    timeout: idle,
+                });
+            }
+            Err(BodyError::Transport(detail)) => {
+                return Err(AdapterError::Stream {
+                    provider: config.provider.to_string(),
+                    detail,
+                });
+            }
+        }
+    }
+    Ok(bytes)
+}
+
 /// One `data:` payload and its 1-based number among the stream's data payloads.
 pub(crate) type DataLine = (usize, String);
 

@@ -13,7 +13,8 @@ pub(crate) struct ChatRequest {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tools: Vec<WireTool>,
     pub(crate) stream: bool,
-    pub(crate) stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -146,6 +147,82 @@ pub(crate) struct WireUsage {
     pub(crate) prompt_tokens: u64,
     #[serde(default)]
     pub(crate) completion_tokens: u64,
+}
+
+/// A whole (non-streamed) completion.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub(crate) struct Completion {
+    #[serde(default)]
+    pub(crate) choices: Vec<CompletionChoice>,
+    #[serde(default)]
+    pub(crate) usage: Option<WireUsage>,
+    #[serde(default)]
+    pub(crate) error: Option<WireError>,
+}
+
+/// One choice of a whole completion.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub(crate) struct CompletionChoice {
+    #[serde(default)]
+    pub(crate) index: u32,
+    #[serde(default)]
+    pub(crate) message: CompletionMessage,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+/// The assistant message of a whole completion.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub(crate) struct CompletionMessage {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning_content: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<CompletionToolCall>>,
+}
+
+/// A tool call of a whole completion.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub(crate) struct CompletionToolCall {
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) function: Option<FunctionDelta>,
+}
+
+impl Completion {
+    /// The completion as the one chunk that would have streamed it, so both modes share the
+    /// translation. A call without an id gets `call_N` (some local servers leave it out).
+    pub(crate) fn into_chunk(self) -> ChatChunk {
+        ChatChunk {
+            choices: self
+                .choices
+                .into_iter()
+                .map(|choice| ChunkChoice {
+                    index: choice.index,
+                    delta: Delta {
+                        content: choice.message.content,
+                        reasoning_content: choice.message.reasoning_content,
+                        tool_calls: choice.message.tool_calls.map(|calls| {
+                            calls
+                                .into_iter()
+                                .zip(0u32..)
+                                .map(|(call, index)| ToolCallDelta {
+                                    index,
+                                    id: call.id.or_else(|| Some(format!("call_{index}"))),
+                                    function: call.function,
+                                })
+                                .collect()
+                        }),
+                    },
+                    finish_reason: choice.finish_reason,
+                })
+                .collect(),
+            usage: self.usage,
+            error: self.error,
+        }
+    }
 }
 
 /// The error object of an error body (`{"error": {...}}`) or an in-stream error chunk.

@@ -605,3 +605,37 @@ async fn a_refused_connection_is_retried_then_reported() {
         other => panic!("expected one connection error, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn without_streaming_a_whole_completion_yields_the_same_events() {
+    let server = Server::start(vec![Reply {
+        status: 200,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        parts: vec![Part::Text(
+            r#"{"id":"c9","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Looking.","tool_calls":[{"type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":20,"completion_tokens":6}}"#.into(),
+        )],
+    }])
+    .await;
+    let events = collect(openai(&server).streaming(false), &hello()).await;
+    assert_eq!(
+        events,
+        vec![
+            text("Looking."),
+            Ok(ModelEvent::ToolCallStart {
+                index: 0,
+                id: "call_0".into(),
+                name: "bash".into(),
+            }),
+            Ok(ModelEvent::ToolCallArguments {
+                index: 0,
+                fragment: "{\"command\":\"ls\"}".into(),
+            }),
+            Ok(ModelEvent::Finish {
+                reason: FinishReason::ToolCalls,
+                usage: Some(Usage::new(20, 6)),
+            }),
+        ]
+    );
+    assert_eq!(server.received()[0].body["stream"], json!(false));
+    assert_eq!(server.received()[0].body.get("stream_options"), None);
+}
