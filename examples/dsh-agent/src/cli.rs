@@ -11,7 +11,8 @@ Exit status:
   0    the session completed (or the command did its work)
   1    the run failed: a model error, a script that ran out or has steps left over, a failed
        write to stdout, or another runtime error
-  2    a usage error: a bad command line, an unreadable or invalid script, a bad --cwd
+  2    a usage error: a bad command line, an unreadable or invalid script, a bad --cwd, a bad
+       --model spec or a missing key
   3    the turn stopped at the step limit
   4    the session completed, but background jobs still ran when it ended and were stopped
        (the --wait-jobs wait ran out, was 0, or Ctrl-C cut it short)
@@ -21,7 +22,8 @@ Exit status:
 Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or
 `RUST_LOG=dsh_tools=debug`; default: warnings); -v/-q override it.";
 
-/// The runnable agent of dsh-rs: the bash and job tools driven by a scripted model.
+/// The runnable agent of dsh-rs: the bash and job tools driven by a model (DeepSeek, OpenAI or
+/// any OpenAI-compatible server) or by a script.
 #[derive(Debug, PartialEq, Eq, Parser)]
 #[command(name = "dsh-agent", version, after_help = EXIT_STATUS)]
 pub(crate) struct Cli {
@@ -39,8 +41,9 @@ pub(crate) struct Cli {
 /// A subcommand.
 #[derive(Debug, PartialEq, Eq, Subcommand)]
 pub(crate) enum Command {
-    /// Run a session with the bash and job tools against a scripted model (the embedded demo
-    /// without --script): cards on a terminal, or JSONL session events with --json.
+    /// Run a session with the bash and job tools against a model (--model or DSH_MODEL) or a
+    /// script (the embedded demo when neither is given): cards on a terminal, or JSONL
+    /// session events with --json.
     Run(RunOptions),
     /// Print the cards of a session log (--json: one card JSON per line).
     Replay {
@@ -67,6 +70,26 @@ pub(crate) struct RunOptions {
     /// The script to play (JSON; `-` reads it from stdin). Default: the embedded demo.
     #[arg(long, value_name = "FILE|-")]
     pub(crate) script: Option<String>,
+    /// The model to talk to, as PROVIDER:MODEL: `deepseek:deepseek-chat`,
+    /// `deepseek:deepseek-reasoner` (key in DEEPSEEK_API_KEY), `openai:gpt-4o-mini` (key in
+    /// OPENAI_API_KEY) or `compatible:NAME` with --base-url. Default: the DSH_MODEL environment
+    /// variable; without either, a script plays.
+    #[arg(long, value_name = "PROVIDER:MODEL", conflicts_with = "script")]
+    pub(crate) model: Option<String>,
+    /// The model endpoint's base URL (required for `compatible`; replaces a preset's).
+    #[arg(long, value_name = "URL")]
+    pub(crate) base_url: Option<String>,
+    /// The environment variable that holds the API key, instead of the provider's.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) api_key_env: Option<String>,
+    /// Ask the model for whole responses instead of streams (for servers that do not stream
+    /// tool calls).
+    #[arg(long)]
+    pub(crate) no_stream: bool,
+    /// Replace the default system prompt (which names the tools, the working directory and
+    /// the operating system) with this file's text.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) system: Option<String>,
     /// Also write the session events to this file (JSONL), for `replay`.
     #[arg(long, value_name = "FILE")]
     pub(crate) log: Option<String>,
@@ -149,6 +172,11 @@ mod tests {
     fn defaults() -> RunOptions {
         RunOptions {
             script: None,
+            model: None,
+            base_url: None,
+            api_key_env: None,
+            no_stream: false,
+            system: None,
             log: None,
             cwd: None,
             json: false,
@@ -183,6 +211,26 @@ mod tests {
                 ..defaults()
             })
         );
+    }
+
+    #[test]
+    fn a_model_and_its_endpoint_parse_and_exclude_a_script() {
+        assert_eq!(
+            command(
+                "run --model compatible:llama3 --base-url http://127.0.0.1:8080/v1 --api-key-env MY_KEY --no-stream --system s.txt hi"
+            ),
+            run(RunOptions {
+                model: Some("compatible:llama3".into()),
+                base_url: Some("http://127.0.0.1:8080/v1".into()),
+                api_key_env: Some("MY_KEY".into()),
+                no_stream: true,
+                system: Some("s.txt".into()),
+                prompt: vec!["hi".into()],
+                ..defaults()
+            })
+        );
+        let error = parse_words("run --model deepseek:deepseek-chat --script s.json").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]

@@ -1,17 +1,19 @@
 //! `dsh-agent`: the runnable agent of dsh-rs.
 //!
 //! ```text
-//! dsh-agent [-v|-q] run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background]
-//!                       [--wait-jobs DURATION] [--] [PROMPT…]
+//! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
+//!                        [--no-stream] | --script FILE|-] [--system FILE] [--log FILE]
+//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
-//! presenters) to a scripted model; without `--script` it plays an embedded demo. A real model
-//! adapter plugs in at the same `ModelAdapter` seam. `--help` on any subcommand lists the
-//! options and the exit statuses.
+//! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
+//! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
+//! with neither it plays an embedded demo that needs no network and no key. `--help` on any
+//! subcommand lists the options and the exit statuses.
 
 mod cli;
 mod logging;
@@ -19,17 +21,18 @@ mod output;
 mod render;
 
 use agent_loop::{
-    Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, SessionEvent,
-    SessionLog, TurnEndReason,
+    Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, ModelAdapter,
+    SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
 use cli::{Command, RunOptions};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
+use openai_adapter::{AdapterConfig, OpenAiAdapter};
 use render::Style;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,6 +43,9 @@ use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 /// completion notice and `job_output`.
 const DEMO: &str = include_str!("demo.json");
 const DEMO_PROMPT: &str = "Show me what the dsh-rs tools can do.";
+
+/// The environment variable that names the model when `--model` is not given.
+const MODEL_VARIABLE: &str = "DSH_MODEL";
 
 /// The exit status of a session that ended with background jobs still running, which had to
 /// be stopped.
@@ -208,8 +214,92 @@ fn load_script(options: &RunOptions) -> Result<MockAdapter, Failure> {
     MockAdapter::from_json(&text).map_err(|e| Failure::new(2, format!("{source}: {e}")))
 }
 
+/// The model a run talks to.
+enum Model {
+    /// A script (the demo without `--script`), checked for steps left over at the end.
+    Scripted(MockAdapter),
+    /// A provider through the OpenAI-compatible adapter.
+    Remote(OpenAiAdapter),
+}
+
+impl Model {
+    fn adapter(&self) -> Arc<dyn ModelAdapter> {
+        match self {
+            Model::Scripted(script) => Arc::new(script.clone()),
+            Model::Remote(adapter) => Arc::new(adapter.clone()),
+        }
+    }
+}
+
+/// `--model`, else `DSH_MODEL` unless a script was asked for; a model's endpoint options
+/// without a model are a mistake worth saying.
+fn select_model(options: &RunOptions) -> Result<Model, Failure> {
+    let from_env = std::env::var(MODEL_VARIABLE)
+        .ok()
+        .filter(|spec| !spec.trim().is_empty() && options.script.is_none());
+    let Some(spec) = options.model.clone().or(from_env) else {
+        for (given, flag) in [
+            (options.base_url.is_some(), "--base-url"),
+            (options.api_key_env.is_some(), "--api-key-env"),
+            (options.no_stream, "--no-stream"),
+        ] {
+            if given {
+                return Err(Failure::new(
+                    2,
+                    format!("{flag} needs a model (--model PROVIDER:MODEL or {MODEL_VARIABLE})"),
+                ));
+            }
+        }
+        return load_script(options).map(Model::Scripted);
+    };
+    let config = AdapterConfig::from_spec(
+        spec.trim(),
+        options.base_url.as_deref(),
+        options.api_key_env.as_deref(),
+    )
+    .map_err(|e| Failure::new(2, e.to_string()))?
+    .streaming(!options.no_stream);
+    OpenAiAdapter::new(config)
+        .map(Model::Remote)
+        .map_err(|e| Failure::new(1, e.to_string()))
+}
+
+/// The system prompt of a model run: `--system FILE`, or one that names the tools, the working
+/// directory and the operating system. A script ignores it.
+fn system_prompt(
+    options: &RunOptions,
+    registry: &ToolRegistry,
+    cwd: &Path,
+) -> Result<String, Failure> {
+    if let Some(path) = &options.system {
+        return std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(2, format!("cannot read the system prompt {path}: {e}")));
+    }
+    let tools = registry
+        .schemas(None)
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(default_system_prompt(&tools, cwd))
+}
+
+fn default_system_prompt(tools: &str, cwd: &Path) -> String {
+    format!(
+        "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+         Tools: {tools}. Run shell commands with bash; long-running commands can run in the \
+         background, and the job tools list, read and stop them.\n\
+         Working directory: {cwd}\n\
+         Operating system: {os} ({arch})\n\
+         Prefer reading before changing; say plainly what you did and what you found.",
+        cwd = cwd.display(),
+        os = std::env::consts::OS,
+        arch = std::env::consts::ARCH,
+    )
+}
+
 async fn run(options: RunOptions) -> Result<(), Failure> {
-    let model = load_script(&options)?;
+    let model = select_model(&options)?;
     let (registry, jobs) = registry(!options.no_background);
     let cwd = match &options.cwd {
         Some(dir) => PathBuf::from(dir),
@@ -246,10 +336,11 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             }
         }
     };
-    let mut builder = Agent::builder(registry, Arc::new(model.clone()))
-        .cwd(cwd)
-        .jobs(jobs.clone())
-        .subscriber(printer);
+    let mut builder = Agent::builder(registry.clone(), model.adapter());
+    if let Model::Remote(_) = &model {
+        builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
+    }
+    let mut builder = builder.cwd(cwd).jobs(jobs.clone()).subscriber(printer);
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
@@ -296,9 +387,11 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     }
     ending.verdict(first.reason)?;
     // A script with steps left over did not play out as written.
-    model
-        .check_exhausted()
-        .map_err(|e| Failure::new(1, e.to_string()))?;
+    if let Model::Scripted(script) = &model {
+        script
+            .check_exhausted()
+            .map_err(|e| Failure::new(1, e.to_string()))?;
+    }
     // `settle_background` already named the jobs it stopped.
     if stopped.is_empty() {
         Ok(())
@@ -643,6 +736,31 @@ mod tests {
                 .unwrap()
                 .status,
             JobStatus::Killed
+        );
+    }
+
+    #[test]
+    fn the_default_system_prompt_names_the_tools_the_directory_and_the_system() {
+        let (registry, _) = registry(true);
+        let tools = registry
+            .schemas(None)
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect::<Vec<_>>();
+        assert_eq!(tools, ["bash", "job_kill", "job_list", "job_output"]);
+        assert_eq!(
+            default_system_prompt(&tools.join(", "), Path::new("/work/project")),
+            format!(
+                "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+                 Tools: bash, job_kill, job_list, job_output. Run shell commands with \
+                 bash; long-running commands can run in the background, and the job tools list, \
+                 read and stop them.\n\
+                 Working directory: /work/project\n\
+                 Operating system: {} ({})\n\
+                 Prefer reading before changing; say plainly what you did and what you found.",
+                std::env::consts::OS,
+                std::env::consts::ARCH
+            )
         );
     }
 
