@@ -86,6 +86,10 @@ pub(crate) struct RunOptions {
     /// tool calls).
     #[arg(long)]
     pub(crate) no_stream: bool,
+    /// Ask on the terminal before each `bash` call: allow once, allow for the session, or deny
+    /// (a denial is a result the model reads). Without a terminal every call is denied.
+    #[arg(long)]
+    pub(crate) ask: bool,
     /// Replace the default system prompt (which names the tools, the working directory and
     /// the operating system) with this file's text.
     #[arg(long, value_name = "FILE")]
@@ -176,6 +180,7 @@ mod tests {
             base_url: None,
             api_key_env: None,
             no_stream: false,
+            ask: false,
             system: None,
             log: None,
             cwd: None,
@@ -226,6 +231,13 @@ mod tests {
                 no_stream: true,
                 system: Some("s.txt".into()),
                 prompt: vec!["hi".into()],
+                ..defaults()
+            })
+        );
+        assert_eq!(
+            command("run --ask"),
+            run(RunOptions {
+                ask: true,
                 ..defaults()
             })
         );
@@ -310,9 +322,9 @@ mod tests {
                 (Some("--script <FILE|->"), None),
             ),
             (
-                "run --fast",
+                "run --frobnicate",
                 ErrorKind::UnknownArgument,
-                (Some("--fast"), None),
+                (Some("--frobnicate"), None),
             ),
             (
                 "run --jsno",

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
-//!                        [--no-stream] | --script FILE|-] [--system FILE] [--log FILE]
+//!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
@@ -15,6 +15,7 @@
 //! with neither it plays an embedded demo that needs no network and no key. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
+mod approval;
 mod cli;
 mod logging;
 mod output;
@@ -301,6 +302,12 @@ fn default_system_prompt(tools: &str, cwd: &Path) -> String {
 async fn run(options: RunOptions) -> Result<(), Failure> {
     let model = select_model(&options)?;
     let (registry, jobs) = registry(!options.no_background);
+    if options.ask {
+        let cards_on_terminal =
+            !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        approval::install(&registry, cards_on_terminal)
+            .context("installing the --ask approvals")?;
+    }
     let cwd = match &options.cwd {
         Some(dir) => PathBuf::from(dir),
         None => std::env::current_dir()

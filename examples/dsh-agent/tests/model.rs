@@ -185,3 +185,44 @@ fn without_a_model_the_demo_plays_even_with_endpoint_options_refused() {
         "dsh-agent: --base-url needs a model (--model PROVIDER:MODEL or DSH_MODEL)\n"
     );
 }
+
+#[test]
+fn with_ask_and_no_terminal_a_bash_call_is_denied_and_the_model_reads_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{ "steps": [
+            { "toolCalls": [ { "id": "c1", "name": "bash",
+                "arguments": { "command": "touch created-without-asking", "description": "Make a file" } } ] },
+            { "text": "It was denied." }
+        ] }"#,
+    )
+    .unwrap();
+    let output = run_with(
+        &[
+            "run",
+            "--ask",
+            "--json",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let result = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["type"] == "tool/result")
+        .unwrap();
+    assert_eq!(
+        (&result["isError"], &result["content"]),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!([{"type": "text", "text": "Error: approval refused: --ask needs a terminal to ask on (stdin and stderr), and there is none; the call was denied"}])
+        )
+    );
+    assert!(!dir.path().join("created-without-asking").exists());
+}
