@@ -45,6 +45,10 @@ pub(crate) enum Command {
     /// script (the embedded demo when neither is given): cards on a terminal, or JSONL
     /// session events with --json.
     Run(RunOptions),
+    /// An interactive session on a terminal: one turn per line you type, streamed text and
+    /// reasoning, cards as calls run. Ctrl-C cancels the running turn (not the session),
+    /// Ctrl-D ends the session. Each `bash` call is asked about first unless --no-ask.
+    Chat(ChatOptions),
     /// Print the cards of a session log (--json: one card JSON per line).
     Replay {
         /// The session log (JSONL), as written by `run --log`.
@@ -120,6 +124,18 @@ pub(crate) struct RunOptions {
     /// before a prompt that starts with `-`.
     #[arg(value_name = "PROMPT")]
     pub(crate) prompt: Vec<String>,
+}
+
+/// The options of `chat`: those of `run` (a prompt given is the first turn), and --no-ask.
+#[derive(Debug, PartialEq, Eq, Args)]
+#[command(after_help = EXIT_STATUS)]
+pub(crate) struct ChatOptions {
+    /// The session's options.
+    #[command(flatten)]
+    pub(crate) run: RunOptions,
+    /// Run `bash` calls without asking first.
+    #[arg(long, conflicts_with = "ask")]
+    pub(crate) no_ask: bool,
 }
 
 /// A duration in humantime syntax (`250ms`, `90s`, `5m`), or a bare `0`.
@@ -233,6 +249,16 @@ mod tests {
                 prompt: vec!["hi".into()],
                 ..defaults()
             })
+        );
+        assert_eq!(
+            command("chat --no-ask --model deepseek:deepseek-chat"),
+            Some(Command::Chat(ChatOptions {
+                run: RunOptions {
+                    model: Some("deepseek:deepseek-chat".into()),
+                    ..defaults()
+                },
+                no_ask: true,
+            }))
         );
         assert_eq!(
             command("run --ask"),

@@ -4,6 +4,7 @@
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
+//! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
@@ -12,7 +13,8 @@
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
 //! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
 //! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
-//! with neither it plays an embedded demo that needs no network and no key. `--help` on any
+//! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
+//! per line typed, streaming the model's text, until the end of input. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
 mod approval;
@@ -26,7 +28,7 @@ use agent_loop::{
     SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{Command, RunOptions};
+use cli::{ChatOptions, Command, RunOptions};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
@@ -157,7 +159,16 @@ fn execute(command: Command) -> Result<(), Failure> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            runtime.block_on(run(options))
+            runtime.block_on(run(options, Mode::Once))
+        }
+        Command::Chat(ChatOptions { mut run, no_ask }) => {
+            run.ask = !no_ask;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(self::run(run, Mode::Chat))
         }
     }
 }
@@ -299,7 +310,120 @@ fn default_system_prompt(tools: &str, cwd: &Path) -> String {
     )
 }
 
-async fn run(options: RunOptions) -> Result<(), Failure> {
+/// One turn (`run`) or a turn per line typed (`chat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Once,
+    Chat,
+}
+
+/// A model adapter that also writes text and reasoning to stdout as they stream, for `chat`,
+/// where the assistant's message is then not printed again.
+struct Echo {
+    inner: Arc<dyn ModelAdapter>,
+    style: Style,
+}
+
+impl ModelAdapter for Echo {
+    fn stream(
+        &self,
+        request: agent_loop::ModelRequest,
+        signal: CancellationToken,
+    ) -> agent_loop::ModelStream {
+        use futures::StreamExt;
+        let style = self.style;
+        // What was last written: the label goes out once per run of the same kind.
+        let mut last: Option<bool> = None;
+        Box::pin(self.inner.stream(request, signal).map(move |item| {
+            let (reasoning, delta) = match &item {
+                Ok(agent_loop::ModelEvent::ReasoningDelta(d)) => (true, d.as_str()),
+                Ok(agent_loop::ModelEvent::TextDelta(d)) => (false, d.as_str()),
+                Ok(agent_loop::ModelEvent::Finish { .. }) | Err(_) if last.is_some() => {
+                    last = None;
+                    let _ = output::text("\n");
+                    return item;
+                }
+                _ => return item,
+            };
+            if last != Some(reasoning) {
+                let label = if reasoning {
+                    render::thinking_label(style)
+                } else {
+                    render::agent_label(style)
+                };
+                let gap = if last.is_some() { "\n" } else { "" };
+                let _ = output::text(&format!("{gap}{label} "));
+                last = Some(reasoning);
+            }
+            let _ = output::text(&presenters::escape_controls(delta));
+            item
+        }))
+    }
+}
+
+/// Reads one line from stdin; `None` at the end of input (Ctrl-D).
+async fn read_line() -> Option<String> {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// The turns of `chat`: the prompt given on the command line, then one per line read, until
+/// the end of input. Ctrl-C while a turn runs cancels that turn only.
+async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<(), Failure> {
+    let mut interrupt =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut next = first;
+    loop {
+        let input = match next.take() {
+            Some(input) => input,
+            None => {
+                output::text(&format!("{} ", style.bold_text("you ›")))?;
+                match read_line().await {
+                    Some(line) => line,
+                    None => {
+                        output::line("")?;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let input = input.trim().to_owned();
+        if input.is_empty() {
+            continue;
+        }
+        // A Ctrl-C pressed at the prompt must not cancel the turn about to start.
+        if let Some(signal) = interrupt.as_mut() {
+            while futures::FutureExt::now_or_never(signal.recv()).is_some() {}
+        }
+        let turn = agent.run(input);
+        tokio::pin!(turn);
+        loop {
+            let interrupted = async {
+                match interrupt.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ended = &mut turn => {
+                    ended.map_err(|e| Failure::new(1, e.to_string()))?;
+                    break;
+                }
+                _ = interrupted => agent.cancel_turn(),
+            }
+        }
+    }
+}
+
+async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     let model = select_model(&options)?;
     let (registry, jobs) = registry(!options.no_background);
     if options.ask {
@@ -324,6 +448,7 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     let printer = {
         let registry = registry.clone();
         let json = options.json;
+        let chat = mode == Mode::Chat;
         let ending = Arc::clone(&ending);
         let tracker = Mutex::new(CardTracker::new(registry, None));
         move |record: &EventRecord| {
@@ -338,12 +463,29 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             }
             let mut tracker = tracker.lock().unwrap_or_else(|e| e.into_inner());
             tracker.observe(&record.event);
+            // In a chat the text and reasoning were written as they streamed, and the user's
+            // line is on the screen already.
+            if chat
+                && matches!(
+                    record.event,
+                    SessionEvent::AssistantMessage { .. } | SessionEvent::UserMessage { .. }
+                )
+            {
+                return;
+            }
             if let Some(text) = render::event(&record.event, tracker.cards(), style) {
                 let _ = output::line(&text);
             }
         }
     };
-    let mut builder = Agent::builder(registry.clone(), model.adapter());
+    let adapter = match mode {
+        Mode::Chat if !options.json => Arc::new(Echo {
+            inner: model.adapter(),
+            style,
+        }),
+        _ => model.adapter(),
+    };
+    let mut builder = Agent::builder(registry.clone(), adapter);
     if let Model::Remote(_) = &model {
         builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
     }
@@ -359,15 +501,27 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let _stop_watch = cancel_when_stdout_closes(&agent);
 
-    let prompt = if options.prompt.is_empty() {
-        DEMO_PROMPT.to_owned()
-    } else {
-        options.prompt.join(" ")
+    let first = match mode {
+        Mode::Once => {
+            let prompt = if options.prompt.is_empty() {
+                DEMO_PROMPT.to_owned()
+            } else {
+                options.prompt.join(" ")
+            };
+            Some(
+                agent
+                    .run(prompt)
+                    .await
+                    .map_err(|e| Failure::new(1, e.to_string()))?
+                    .reason,
+            )
+        }
+        Mode::Chat => {
+            let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
+            converse(&agent, prompt, style).await?;
+            None
+        }
     };
-    let first = agent
-        .run(prompt)
-        .await
-        .map_err(|e| Failure::new(1, e.to_string()))?;
     // Background work may still be running; its notices open turns of their own.
     let stopped = settle_background(
         &agent,
@@ -392,7 +546,11 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             presenters::escape_controls(notice)
         ));
     }
-    ending.verdict(first.reason)?;
+    // A chat's turns are judged as they happen (a cancelled or failed turn is shown and the
+    // session goes on); a single run is judged by how it ended.
+    if let Some(first) = first {
+        ending.verdict(first)?;
+    }
     // A script with steps left over did not play out as written.
     if let Model::Scripted(script) = &model {
         script

@@ -226,3 +226,73 @@ fn with_ask_and_no_terminal_a_bash_call_is_denied_and_the_model_reads_why() {
     );
     assert!(!dir.path().join("created-without-asking").exists());
 }
+
+/// `chat` with a script: a turn per line typed, Ctrl-C cancelling only the running turn, and
+/// the end of input ending the session.
+#[test]
+fn chat_runs_a_turn_per_line_and_ctrl_c_cancels_only_the_running_turn() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{ "steps": [
+            { "text": "Hello there.", "reasoning": "Greet back." },
+            { "toolCalls": [ { "id": "c1", "name": "bash",
+                "arguments": { "command": "sleep 30", "description": "Wait a long time" } } ] },
+            { "text": "Still here after the cancel." }
+        ] }"#,
+    )
+    .unwrap();
+    let mut child = support::command(
+        &[
+            "chat",
+            "--no-ask",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .stdin(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str, seen: &mut Vec<String>| {
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push(line.clone());
+            if line.contains(needle) {
+                return;
+            }
+        }
+        panic!("never saw {needle:?} in:\n{}", seen.join("\n"));
+    };
+    stdin.write_all(b"hi\n").unwrap();
+    wait_for("agent › Hello there.", &mut seen);
+    stdin.write_all(b"wait for something\n").unwrap();
+    wait_for("▶ $ sleep 30", &mut seen);
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for("— turn ended: cancelled", &mut seen);
+    stdin.write_all(b"are you there?\n").unwrap();
+    wait_for("agent › Still here after the cancel.", &mut seen);
+    drop(stdin);
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "{status}\n{}\n{}",
+        seen.join("\n"),
+        rest.join("\n")
+    );
+    let all = [seen, rest].concat().join("\n");
+    assert!(all.contains("(thinking) Greet back."), "{all}");
+    assert_eq!(all.matches("— turn ended: completed").count(), 2, "{all}");
+}
