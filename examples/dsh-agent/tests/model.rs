@@ -177,7 +177,7 @@ fn a_streamed_answer_from_the_server_is_assembled_into_the_assistant_message() {
 }
 
 #[test]
-fn without_a_model_the_demo_plays_even_with_endpoint_options_refused() {
+fn endpoint_options_without_a_model_are_a_usage_error() {
     let output = run_with(&["run", "--base-url", "http://127.0.0.1:1/v1"], &[]);
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
