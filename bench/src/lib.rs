@@ -13,6 +13,7 @@
 mod dispatch;
 mod fanout;
 mod measure;
+mod model_stream;
 mod replay;
 mod rss;
 mod shell;
@@ -23,6 +24,7 @@ mod validate;
 pub use dispatch::MicroSize;
 pub use fanout::FanoutSize;
 pub use measure::{Extra, Measurement, Rounds, Target, json_line};
+pub use model_stream::StreamSize;
 pub use replay::ReplaySize;
 pub use throughput::ThroughputSize;
 
@@ -38,13 +40,14 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 6] = [
+pub const BENCHMARKS: [Benchmark; 7] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
     throughput::BENCHMARK,
     fanout::BENCHMARK,
     replay::BENCHMARK,
+    model_stream::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -62,6 +65,8 @@ pub struct Sizes {
     pub fanout: FanoutSize,
     /// `replay`.
     pub replay: ReplaySize,
+    /// `model_stream`.
+    pub model_stream: StreamSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -69,7 +74,8 @@ const fn rounds(warmup: usize, samples: usize) -> Rounds {
 }
 
 impl Sizes {
-    /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events.
+    /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events, a
+    /// 10 MiB model stream.
     pub const FULL: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20_000,
@@ -96,10 +102,14 @@ impl Sizes {
             events: 100_000,
             rounds: rounds(1, 5),
         },
+        model_stream: StreamSize {
+            bytes: 10 << 20,
+            rounds: rounds(1, 7),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
-    /// events, fewer rounds.
+    /// events, a 2 MiB model stream, fewer rounds.
     pub const QUICK: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 5_000,
@@ -125,6 +135,10 @@ impl Sizes {
         replay: ReplaySize {
             events: 10_000,
             rounds: rounds(1, 3),
+        },
+        model_stream: StreamSize {
+            bytes: 2 << 20,
+            rounds: rounds(1, 5),
         },
     };
 
@@ -154,6 +168,10 @@ impl Sizes {
         },
         replay: ReplaySize {
             events: 200,
+            rounds: rounds(0, 1),
+        },
+        model_stream: StreamSize {
+            bytes: 64 << 10,
             rounds: rounds(0, 1),
         },
     };

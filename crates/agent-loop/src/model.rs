@@ -93,6 +93,23 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSchema>,
 }
 
+impl ModelRequest {
+    /// A first-step request: the loop builds its own, adapters' tests and other hosts build
+    /// one with this.
+    pub fn new(
+        system: impl Into<String>,
+        messages: Vec<Message>,
+        tools: Vec<ToolSchema>,
+    ) -> ModelRequest {
+        ModelRequest {
+            step: 1,
+            system: system.into(),
+            messages,
+            tools,
+        }
+    }
+}
+
 /// Why a model stopped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

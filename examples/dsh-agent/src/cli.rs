@@ -11,7 +11,8 @@ Exit status:
   0    the session completed (or the command did its work)
   1    the run failed: a model error, a script that ran out or has steps left over, a failed
        write to stdout, or another runtime error
-  2    a usage error: a bad command line, an unreadable or invalid script, a bad --cwd
+  2    a usage error: a bad command line, an unreadable or invalid script, a bad --cwd, a bad
+       --model spec or a missing key
   3    the turn stopped at the step limit
   4    the session completed, but background jobs still ran when it ended and were stopped
        (the --wait-jobs wait ran out, was 0, or Ctrl-C cut it short)
@@ -21,7 +22,8 @@ Exit status:
 Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or
 `RUST_LOG=dsh_tools=debug`; default: warnings); -v/-q override it.";
 
-/// The runnable agent of dsh-rs: the bash and job tools driven by a scripted model.
+/// The runnable agent of dsh-rs: the bash and job tools driven by a model (DeepSeek, OpenAI or
+/// any OpenAI-compatible server) or by a script.
 #[derive(Debug, PartialEq, Eq, Parser)]
 #[command(name = "dsh-agent", version, after_help = EXIT_STATUS)]
 pub(crate) struct Cli {
@@ -39,9 +41,14 @@ pub(crate) struct Cli {
 /// A subcommand.
 #[derive(Debug, PartialEq, Eq, Subcommand)]
 pub(crate) enum Command {
-    /// Run a session with the bash and job tools against a scripted model (the embedded demo
-    /// without --script): cards on a terminal, or JSONL session events with --json.
+    /// Run a session with the bash and job tools against a model (--model or DSH_MODEL) or a
+    /// script (the embedded demo when neither is given): cards on a terminal, or JSONL
+    /// session events with --json.
     Run(RunOptions),
+    /// An interactive session on a terminal: one turn per line you type, streamed text and
+    /// reasoning, cards as calls run. Ctrl-C cancels the running turn (not the session),
+    /// Ctrl-D ends the session. Each `bash` call is asked about first unless --no-ask.
+    Chat(ChatOptions),
     /// Print the cards of a session log (--json: one card JSON per line).
     Replay {
         /// The session log (JSONL), as written by `run --log`.
@@ -67,6 +74,30 @@ pub(crate) struct RunOptions {
     /// The script to play (JSON; `-` reads it from stdin). Default: the embedded demo.
     #[arg(long, value_name = "FILE|-")]
     pub(crate) script: Option<String>,
+    /// The model to talk to, as PROVIDER:MODEL: `deepseek:deepseek-chat`,
+    /// `deepseek:deepseek-reasoner` (key in DEEPSEEK_API_KEY), `openai:gpt-4o-mini` (key in
+    /// OPENAI_API_KEY) or `compatible:NAME` with --base-url. Default: the DSH_MODEL environment
+    /// variable; without either, a script plays.
+    #[arg(long, value_name = "PROVIDER:MODEL", conflicts_with = "script")]
+    pub(crate) model: Option<String>,
+    /// The model endpoint's base URL (required for `compatible`; replaces a preset's).
+    #[arg(long, value_name = "URL")]
+    pub(crate) base_url: Option<String>,
+    /// The environment variable that holds the API key, instead of the provider's.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) api_key_env: Option<String>,
+    /// Ask the model for whole responses instead of streams (for servers that do not stream
+    /// tool calls).
+    #[arg(long)]
+    pub(crate) no_stream: bool,
+    /// Ask on the terminal before each `bash` call: allow once, allow for the session, or deny
+    /// (a denial is a result the model reads). Without a terminal every call is denied.
+    #[arg(long)]
+    pub(crate) ask: bool,
+    /// Replace the default system prompt (which names the tools, the working directory and
+    /// the operating system) with this file's text.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) system: Option<String>,
     /// Also write the session events to this file (JSONL), for `replay`.
     #[arg(long, value_name = "FILE")]
     pub(crate) log: Option<String>,
@@ -93,6 +124,18 @@ pub(crate) struct RunOptions {
     /// before a prompt that starts with `-`.
     #[arg(value_name = "PROMPT")]
     pub(crate) prompt: Vec<String>,
+}
+
+/// The options of `chat`: those of `run` (a prompt given is the first turn), and --no-ask.
+#[derive(Debug, PartialEq, Eq, Args)]
+#[command(after_help = EXIT_STATUS)]
+pub(crate) struct ChatOptions {
+    /// The session's options.
+    #[command(flatten)]
+    pub(crate) run: RunOptions,
+    /// Run `bash` calls without asking first.
+    #[arg(long, conflicts_with = "ask")]
+    pub(crate) no_ask: bool,
 }
 
 /// A duration in humantime syntax (`250ms`, `90s`, `5m`), or a bare `0`.
@@ -149,6 +192,12 @@ mod tests {
     fn defaults() -> RunOptions {
         RunOptions {
             script: None,
+            model: None,
+            base_url: None,
+            api_key_env: None,
+            no_stream: false,
+            ask: false,
+            system: None,
             log: None,
             cwd: None,
             json: false,
@@ -183,6 +232,43 @@ mod tests {
                 ..defaults()
             })
         );
+    }
+
+    #[test]
+    fn a_model_and_its_endpoint_parse_and_exclude_a_script() {
+        assert_eq!(
+            command(
+                "run --model compatible:llama3 --base-url http://127.0.0.1:8080/v1 --api-key-env MY_KEY --no-stream --system s.txt hi"
+            ),
+            run(RunOptions {
+                model: Some("compatible:llama3".into()),
+                base_url: Some("http://127.0.0.1:8080/v1".into()),
+                api_key_env: Some("MY_KEY".into()),
+                no_stream: true,
+                system: Some("s.txt".into()),
+                prompt: vec!["hi".into()],
+                ..defaults()
+            })
+        );
+        assert_eq!(
+            command("chat --no-ask --model deepseek:deepseek-chat"),
+            Some(Command::Chat(ChatOptions {
+                run: RunOptions {
+                    model: Some("deepseek:deepseek-chat".into()),
+                    ..defaults()
+                },
+                no_ask: true,
+            }))
+        );
+        assert_eq!(
+            command("run --ask"),
+            run(RunOptions {
+                ask: true,
+                ..defaults()
+            })
+        );
+        let error = parse_words("run --model deepseek:deepseek-chat --script s.json").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]
@@ -262,9 +348,9 @@ mod tests {
                 (Some("--script <FILE|->"), None),
             ),
             (
-                "run --fast",
+                "run --frobnicate",
                 ErrorKind::UnknownArgument,
-                (Some("--fast"), None),
+                (Some("--frobnicate"), None),
             ),
             (
                 "run --jsno",

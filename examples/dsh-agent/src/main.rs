@@ -1,35 +1,41 @@
 //! `dsh-agent`: the runnable agent of dsh-rs.
 //!
 //! ```text
-//! dsh-agent [-v|-q] run [--script FILE|-] [--log FILE] [--cwd DIR] [--json] [--no-background]
-//!                       [--wait-jobs DURATION] [--] [PROMPT…]
+//! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
+//!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
+//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
+//! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
-//! presenters) to a scripted model; without `--script` it plays an embedded demo. A real model
-//! adapter plugs in at the same `ModelAdapter` seam. `--help` on any subcommand lists the
-//! options and the exit statuses.
+//! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
+//! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
+//! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
+//! per line typed, streaming the model's text, until the end of input. `--help` on any
+//! subcommand lists the options and the exit statuses.
 
+mod approval;
 mod cli;
 mod logging;
 mod output;
 mod render;
 
 use agent_loop::{
-    Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, SessionEvent,
-    SessionLog, TurnEndReason,
+    Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, ModelAdapter,
+    SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{Command, RunOptions};
+use cli::{ChatOptions, Command, RunOptions};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
+use openai_adapter::{AdapterConfig, OpenAiAdapter};
 use render::Style;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,6 +46,9 @@ use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 /// completion notice and `job_output`.
 const DEMO: &str = include_str!("demo.json");
 const DEMO_PROMPT: &str = "Show me what the dsh-rs tools can do.";
+
+/// The environment variable that names the model when `--model` is not given.
+const MODEL_VARIABLE: &str = "DSH_MODEL";
 
 /// The exit status of a session that ended with background jobs still running, which had to
 /// be stopped.
@@ -150,7 +159,16 @@ fn execute(command: Command) -> Result<(), Failure> {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            runtime.block_on(run(options))
+            runtime.block_on(run(options, Mode::Once))
+        }
+        Command::Chat(ChatOptions { mut run, no_ask }) => {
+            run.ask = !no_ask;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            runtime.block_on(self::run(run, Mode::Chat))
         }
     }
 }
@@ -208,9 +226,212 @@ fn load_script(options: &RunOptions) -> Result<MockAdapter, Failure> {
     MockAdapter::from_json(&text).map_err(|e| Failure::new(2, format!("{source}: {e}")))
 }
 
-async fn run(options: RunOptions) -> Result<(), Failure> {
-    let model = load_script(&options)?;
+/// The model a run talks to.
+enum Model {
+    /// A script (the demo without `--script`), checked for steps left over at the end.
+    Scripted(MockAdapter),
+    /// A provider through the OpenAI-compatible adapter.
+    Remote(OpenAiAdapter),
+}
+
+impl Model {
+    fn adapter(&self) -> Arc<dyn ModelAdapter> {
+        match self {
+            Model::Scripted(script) => Arc::new(script.clone()),
+            Model::Remote(adapter) => Arc::new(adapter.clone()),
+        }
+    }
+}
+
+/// `--model`, else `DSH_MODEL` unless a script was asked for; a model's endpoint options
+/// without a model are a mistake worth saying.
+fn select_model(options: &RunOptions) -> Result<Model, Failure> {
+    let from_env = std::env::var(MODEL_VARIABLE)
+        .ok()
+        .filter(|spec| !spec.trim().is_empty() && options.script.is_none());
+    let Some(spec) = options.model.clone().or(from_env) else {
+        for (given, flag) in [
+            (options.base_url.is_some(), "--base-url"),
+            (options.api_key_env.is_some(), "--api-key-env"),
+            (options.no_stream, "--no-stream"),
+        ] {
+            if given {
+                return Err(Failure::new(
+                    2,
+                    format!("{flag} needs a model (--model PROVIDER:MODEL or {MODEL_VARIABLE})"),
+                ));
+            }
+        }
+        return load_script(options).map(Model::Scripted);
+    };
+    let config = AdapterConfig::from_spec(
+        spec.trim(),
+        options.base_url.as_deref(),
+        options.api_key_env.as_deref(),
+    )
+    .map_err(|e| Failure::new(2, e.to_string()))?
+    .streaming(!options.no_stream);
+    OpenAiAdapter::new(config)
+        .map(Model::Remote)
+        .map_err(|e| Failure::new(1, e.to_string()))
+}
+
+/// The system prompt of a model run: `--system FILE`, or one that names the tools, the working
+/// directory and the operating system. A script ignores it.
+fn system_prompt(
+    options: &RunOptions,
+    registry: &ToolRegistry,
+    cwd: &Path,
+) -> Result<String, Failure> {
+    if let Some(path) = &options.system {
+        return std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(2, format!("cannot read the system prompt {path}: {e}")));
+    }
+    let tools = registry
+        .schemas(None)
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(default_system_prompt(&tools, cwd))
+}
+
+fn default_system_prompt(tools: &str, cwd: &Path) -> String {
+    format!(
+        "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+         Tools: {tools}. Run shell commands with bash; long-running commands can run in the \
+         background, and the job tools list, read and stop them.\n\
+         Working directory: {cwd}\n\
+         Operating system: {os} ({arch})\n\
+         Prefer reading before changing; say plainly what you did and what you found.",
+        cwd = cwd.display(),
+        os = std::env::consts::OS,
+        arch = std::env::consts::ARCH,
+    )
+}
+
+/// One turn (`run`) or a turn per line typed (`chat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Once,
+    Chat,
+}
+
+/// A model adapter that also writes text and reasoning to stdout as they stream, for `chat`,
+/// where the assistant's message is then not printed again.
+struct Echo {
+    inner: Arc<dyn ModelAdapter>,
+    style: Style,
+}
+
+impl ModelAdapter for Echo {
+    fn stream(
+        &self,
+        request: agent_loop::ModelRequest,
+        signal: CancellationToken,
+    ) -> agent_loop::ModelStream {
+        use futures::StreamExt;
+        let style = self.style;
+        // What was last written: the label goes out once per run of the same kind.
+        let mut last: Option<bool> = None;
+        Box::pin(self.inner.stream(request, signal).map(move |item| {
+            let (reasoning, delta) = match &item {
+                Ok(agent_loop::ModelEvent::ReasoningDelta(d)) => (true, d.as_str()),
+                Ok(agent_loop::ModelEvent::TextDelta(d)) => (false, d.as_str()),
+                Ok(agent_loop::ModelEvent::Finish { .. }) | Err(_) if last.is_some() => {
+                    last = None;
+                    let _ = output::text("\n");
+                    return item;
+                }
+                _ => return item,
+            };
+            if last != Some(reasoning) {
+                let label = if reasoning {
+                    render::thinking_label(style)
+                } else {
+                    render::agent_label(style)
+                };
+                let gap = if last.is_some() { "\n" } else { "" };
+                let _ = output::text(&format!("{gap}{label} "));
+                last = Some(reasoning);
+            }
+            let _ = output::text(&presenters::escape_controls(delta));
+            item
+        }))
+    }
+}
+
+/// Reads one line from stdin; `None` at the end of input (Ctrl-D).
+async fn read_line() -> Option<String> {
+    tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// The turns of `chat`: the prompt given on the command line, then one per line read, until
+/// the end of input. Ctrl-C while a turn runs cancels that turn only.
+async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<(), Failure> {
+    let mut interrupt =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
+    let mut next = first;
+    loop {
+        let input = match next.take() {
+            Some(input) => input,
+            None => {
+                output::text(&format!("{} ", style.bold_text("you ›")))?;
+                match read_line().await {
+                    Some(line) => line,
+                    None => {
+                        output::line("")?;
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let input = input.trim().to_owned();
+        if input.is_empty() {
+            continue;
+        }
+        // A Ctrl-C pressed at the prompt must not cancel the turn about to start.
+        if let Some(signal) = interrupt.as_mut() {
+            while futures::FutureExt::now_or_never(signal.recv()).is_some() {}
+        }
+        let turn = agent.run(input);
+        tokio::pin!(turn);
+        loop {
+            let interrupted = async {
+                match interrupt.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                ended = &mut turn => {
+                    ended.map_err(|e| Failure::new(1, e.to_string()))?;
+                    break;
+                }
+                _ = interrupted => agent.cancel_turn(),
+            }
+        }
+    }
+}
+
+async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
+    let model = select_model(&options)?;
     let (registry, jobs) = registry(!options.no_background);
+    if options.ask {
+        let cards_on_terminal =
+            !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        approval::install(&registry, cards_on_terminal)
+            .context("installing the --ask approvals")?;
+    }
     let cwd = match &options.cwd {
         Some(dir) => PathBuf::from(dir),
         None => std::env::current_dir()
@@ -227,6 +448,7 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     let printer = {
         let registry = registry.clone();
         let json = options.json;
+        let chat = mode == Mode::Chat;
         let ending = Arc::clone(&ending);
         let tracker = Mutex::new(CardTracker::new(registry, None));
         move |record: &EventRecord| {
@@ -241,15 +463,33 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             }
             let mut tracker = tracker.lock().unwrap_or_else(|e| e.into_inner());
             tracker.observe(&record.event);
+            // In a chat the text and reasoning were written as they streamed, and the user's
+            // line is on the screen already.
+            if chat
+                && matches!(
+                    record.event,
+                    SessionEvent::AssistantMessage { .. } | SessionEvent::UserMessage { .. }
+                )
+            {
+                return;
+            }
             if let Some(text) = render::event(&record.event, tracker.cards(), style) {
                 let _ = output::line(&text);
             }
         }
     };
-    let mut builder = Agent::builder(registry, Arc::new(model.clone()))
-        .cwd(cwd)
-        .jobs(jobs.clone())
-        .subscriber(printer);
+    let adapter = match mode {
+        Mode::Chat if !options.json => Arc::new(Echo {
+            inner: model.adapter(),
+            style,
+        }),
+        _ => model.adapter(),
+    };
+    let mut builder = Agent::builder(registry.clone(), adapter);
+    if let Model::Remote(_) = &model {
+        builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
+    }
+    let mut builder = builder.cwd(cwd).jobs(jobs.clone()).subscriber(printer);
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
@@ -261,15 +501,27 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let _stop_watch = cancel_when_stdout_closes(&agent);
 
-    let prompt = if options.prompt.is_empty() {
-        DEMO_PROMPT.to_owned()
-    } else {
-        options.prompt.join(" ")
+    let first = match mode {
+        Mode::Once => {
+            let prompt = if options.prompt.is_empty() {
+                DEMO_PROMPT.to_owned()
+            } else {
+                options.prompt.join(" ")
+            };
+            Some(
+                agent
+                    .run(prompt)
+                    .await
+                    .map_err(|e| Failure::new(1, e.to_string()))?
+                    .reason,
+            )
+        }
+        Mode::Chat => {
+            let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
+            converse(&agent, prompt, style).await?;
+            None
+        }
     };
-    let first = agent
-        .run(prompt)
-        .await
-        .map_err(|e| Failure::new(1, e.to_string()))?;
     // Background work may still be running; its notices open turns of their own.
     let stopped = settle_background(
         &agent,
@@ -294,11 +546,17 @@ async fn run(options: RunOptions) -> Result<(), Failure> {
             presenters::escape_controls(notice)
         ));
     }
-    ending.verdict(first.reason)?;
+    // A chat's turns are judged as they happen (a cancelled or failed turn is shown and the
+    // session goes on); a single run is judged by how it ended.
+    if let Some(first) = first {
+        ending.verdict(first)?;
+    }
     // A script with steps left over did not play out as written.
-    model
-        .check_exhausted()
-        .map_err(|e| Failure::new(1, e.to_string()))?;
+    if let Model::Scripted(script) = &model {
+        script
+            .check_exhausted()
+            .map_err(|e| Failure::new(1, e.to_string()))?;
+    }
     // `settle_background` already named the jobs it stopped.
     if stopped.is_empty() {
         Ok(())
@@ -643,6 +901,31 @@ mod tests {
                 .unwrap()
                 .status,
             JobStatus::Killed
+        );
+    }
+
+    #[test]
+    fn the_default_system_prompt_names_the_tools_the_directory_and_the_system() {
+        let (registry, _) = registry(true);
+        let tools = registry
+            .schemas(None)
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect::<Vec<_>>();
+        assert_eq!(tools, ["bash", "job_kill", "job_list", "job_output"]);
+        assert_eq!(
+            default_system_prompt(&tools.join(", "), Path::new("/work/project")),
+            format!(
+                "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+                 Tools: bash, job_kill, job_list, job_output. Run shell commands with \
+                 bash; long-running commands can run in the background, and the job tools list, \
+                 read and stop them.\n\
+                 Working directory: /work/project\n\
+                 Operating system: {} ({})\n\
+                 Prefer reading before changing; say plainly what you did and what you found.",
+                std::env::consts::OS,
+                std::env::consts::ARCH
+            )
         );
     }
 

@@ -38,6 +38,11 @@ impl Style {
         self.paint(anstyle::Style::new().effects(Effects::BOLD), text)
     }
 
+    /// `text` in bold, for labels the CLI writes itself.
+    pub(crate) fn bold_text(self, text: &str) -> String {
+        self.bold(text)
+    }
+
     fn dim(self, text: &str) -> String {
         self.paint(anstyle::Style::new().effects(Effects::DIMMED), text)
     }
@@ -140,6 +145,16 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
         }
         _ => return None,
     })
+}
+
+/// The label of streamed reasoning in a chat.
+pub(crate) fn thinking_label(style: Style) -> String {
+    style.dim("(thinking)")
+}
+
+/// The label of streamed text in a chat.
+pub(crate) fn agent_label(style: Style) -> String {
+    style.bold("agent ›")
 }
 
 /// The cards of one call, for `replay`.

@@ -14,6 +14,7 @@ fn dsh_agent(args: &[&str], stdin: Option<&str>) -> Output {
     command
         .args(args)
         .env("NO_COLOR", "1")
+        .env_remove("DSH_MODEL")
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

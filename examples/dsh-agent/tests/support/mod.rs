@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// `dsh-agent <args>` with a clean environment for logging and colour (`NO_COLOR=1`, no
-/// `RUST_LOG`, no `CLICOLOR*`), then `env` on top; stdin is `stdin` or empty.
+/// `RUST_LOG`, no `CLICOLOR*`, no `DSH_MODEL`), then `env` on top; stdin is `stdin` or empty.
 pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-agent"));
     command
         .args(args)
         .env("NO_COLOR", "1")
         .env_remove("RUST_LOG")
+        .env_remove("DSH_MODEL")
         .env_remove("CLICOLOR")
         .env_remove("CLICOLOR_FORCE")
         .stdin(Stdio::null())

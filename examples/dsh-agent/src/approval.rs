@@ -1,0 +1,151 @@
+//! `--ask`: every `bash` call waits for the person at the terminal, who allows it once, allows
+//! `bash` for the rest of the session, or denies it. A denial is a result the model reads.
+//! Without a terminal to ask (stdin or stderr is not one) every call is denied, saying why.
+
+use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry};
+use futures::future::BoxFuture;
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The tool whose calls need approval.
+const ASKED_TOOL: &str = "bash";
+
+/// What the model reads when no terminal can answer.
+pub(crate) const NO_TERMINAL: &str =
+    "--ask needs a terminal to ask on (stdin and stderr), and there is none; the call was denied";
+
+/// Asks before each `bash` call on the terminal.
+struct TerminalApprover {
+    state: Arc<State>,
+}
+
+struct State {
+    registry: ToolRegistry,
+    /// Whether the prompt shows the call's card: not when the session's cards already go to
+    /// the same terminal, which has just shown it.
+    show_card: bool,
+    /// Set once the person allowed `bash` for the session.
+    allowed_for_session: AtomicBool,
+    /// One question at a time: parallel calls would otherwise interleave their prompts.
+    asking: tokio::sync::Mutex<()>,
+}
+
+/// The person's answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Once,
+    Session,
+    Deny,
+}
+
+/// Reads an answer: `y`/`yes` once, `a`/`always` for the session; anything else denies.
+fn answer(line: &str) -> Answer {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Answer::Once,
+        "a" | "always" => Answer::Session,
+        _ => Answer::Deny,
+    }
+}
+
+impl Approver for TerminalApprover {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        let this = Arc::clone(&self.state);
+        Box::pin(async move {
+            if this.allowed_for_session.load(Ordering::SeqCst) {
+                return Approval::Grant;
+            }
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+                return Approval::Refuse {
+                    reason: Some(NO_TERMINAL.to_owned()),
+                };
+            }
+            let _turn = this.asking.lock().await;
+            if this.allowed_for_session.load(Ordering::SeqCst) {
+                return Approval::Grant;
+            }
+            let execution = &request.execution;
+            let card = match execution.args() {
+                Some(args) if this.show_card => {
+                    let view =
+                        this.registry
+                            .present_call(execution.name(), args, execution.session_id());
+                    format!("▶ {}\n", presenters::render_call_text(&view))
+                }
+                _ => String::new(),
+            };
+            let prompt = format!(
+                "{card}allow this {ASKED_TOOL} call? [y] once, [a] for this session, [n] deny: "
+            );
+            let read = tokio::task::spawn_blocking(move || {
+                let mut stderr = std::io::stderr().lock();
+                let _ = stderr.write_all(prompt.as_bytes());
+                let _ = stderr.flush();
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line).map(|_| line)
+            });
+            let line = tokio::select! {
+                read = read => read,
+                () = request.signal.cancelled() => return Approval::Cancel,
+            };
+            match line.map(|l| l.map(|l| answer(&l))) {
+                Ok(Ok(Answer::Once)) => Approval::Grant,
+                Ok(Ok(Answer::Session)) => {
+                    this.allowed_for_session.store(true, Ordering::SeqCst);
+                    Approval::Grant
+                }
+                Ok(Ok(Answer::Deny)) => Approval::Refuse {
+                    reason: Some(String::from("the user denied it")),
+                },
+                _ => Approval::Refuse {
+                    reason: Some(String::from("the terminal could not be read")),
+                },
+            }
+        })
+    }
+}
+
+/// Makes every `bash` call of `registry` ask the terminal first (a call other listeners deny
+/// stays denied). `cards_on_terminal`: the session's cards are printed to the terminal, so
+/// the prompt need not repeat the call's card.
+pub(crate) fn install(registry: &ToolRegistry, cards_on_terminal: bool) -> anyhow::Result<()> {
+    let scope = registry.global_scope();
+    scope.on_pre_execute(|execution, next| async move {
+        let verdict = next.run().await;
+        if execution.name() == ASKED_TOOL && verdict == PreDecision::Allow {
+            PreDecision::ask("bash runs commands on this machine")
+        } else {
+            verdict
+        }
+    })?;
+    let approver = TerminalApprover {
+        state: Arc::new(State {
+            registry: registry.clone(),
+            show_card: !cards_on_terminal,
+            allowed_for_session: AtomicBool::new(false),
+            asking: tokio::sync::Mutex::new(()),
+        }),
+    };
+    scope.set_approver(Arc::new(approver))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_leniently_and_anything_unclear_denies() {
+        for (line, expected) in [
+            ("y\n", Answer::Once),
+            (" YES ", Answer::Once),
+            ("a\n", Answer::Session),
+            ("always", Answer::Session),
+            ("n\n", Answer::Deny),
+            ("", Answer::Deny),
+            ("sure", Answer::Deny),
+        ] {
+            assert_eq!(answer(line), expected, "{line:?}");
+        }
+    }
+}
