@@ -54,6 +54,12 @@
 
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run by `cargo test --doc`. It uses the local executor,
+/// so it runs where that exists.
+#[cfg(all(doctest, feature = "local", unix))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod env;
 #[cfg(all(feature = "local", unix))]
 mod launch;
