@@ -7,6 +7,7 @@ mod architecture;
 mod drift;
 mod generate;
 mod mutants;
+mod publishing;
 mod snapshots;
 mod vendor;
 

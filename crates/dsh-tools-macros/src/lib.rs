@@ -5,6 +5,12 @@
 //! `dsh-tools` items, so this crate is of no use on its own. The reference, with examples, is
 //! on `dsh_tools::tool`.
 
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+#[allow(dead_code)] // A proc-macro crate may export only macros; doctests run on private items too.
+struct ReadmeDoctests;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{quote, quote_spanned};

@@ -114,6 +114,11 @@
 
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod agent;
 pub mod card;
 mod code_mode;

@@ -31,6 +31,11 @@
 
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use agent_loop::{FinishReason, ModelAdapter, ModelError, ModelEvent, ModelRequest, ModelStream};
 use serde::Deserialize;
 use serde_json::Value;

@@ -62,6 +62,11 @@
 //! # Ok::<(), openai_adapter::AdapterError>(())
 //! ```
 
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod adapter;
 mod config;
 mod error;

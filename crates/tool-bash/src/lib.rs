@@ -2,17 +2,16 @@
 //!
 //! Three parts with one-way dependencies (`tool → shell ← local`):
 //!
-//! - [`shell`]: the executor contract ([`ShellExecutor`](shell::ShellExecutor): resolve, run,
-//!   start) and its data. A downstream crate can implement it (a sandboxed or remote executor)
-//!   without the local executor.
-//! - [`local`] (feature `local`, on by default): the local executor. `bash -c` with stdin on
-//!   `/dev/null`, in its own process group under a per-command supervisor that contains every
-//!   process the command starts (on Linux, a child subreaper: processes that leave the group are
-//!   still swept), watched by an orphan guard; the environment decided by an [`EnvPolicy`]
-//!   (credentials and shell start-up variables withheld by default) and `DSH_*` facts managed;
-//!   SIGTERM → grace → SIGKILL on the whole
-//!   group; bounded draining after exit; head-and-tail output windows with byte-exact spill
-//!   files in a private directory.
+//! - [`shell`]: the executor contract ([`ShellExecutor`]: resolve, run, start) and its data. A
+//!   downstream crate can implement it (a sandboxed or remote executor) without the local
+//!   executor.
+//! - [`local`] (feature `local`, on by default; Unix only): the local executor. `bash -c` with
+//!   stdin on `/dev/null`, in its own process group under a per-command supervisor that contains
+//!   every process the command starts (on Linux, a child subreaper: processes that leave the
+//!   group are still swept), watched by an orphan guard; the environment decided by an
+//!   [`EnvPolicy`] (credentials and shell start-up variables withheld by default) and `DSH_*`
+//!   facts managed; SIGTERM → grace → SIGKILL on the whole group; bounded draining after exit;
+//!   head-and-tail output windows with byte-exact spill files in a private directory.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
 //!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate.
 //!
@@ -43,14 +42,27 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `local` | yes | the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `tempfile`, tokio's process support) |
+//! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, tokio's process support) |
+//!
+//! # Platforms
+//!
+//! The local executor is Unix-only: it relies on process groups and signals, and on Linux on a
+//! child subreaper. Elsewhere the crate builds without it, whatever the features: the executor
+//! contract ([`ShellExecutor`]), the `bash` tool and the job tools are there for an executor of
+//! your own.
 
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run by `cargo test --doc`. It uses the local executor,
+/// so it runs where that exists.
+#[cfg(all(doctest, feature = "local", unix))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod env;
-#[cfg(feature = "local")]
+#[cfg(all(feature = "local", unix))]
 mod launch;
-#[cfg(feature = "local")]
+#[cfg(all(feature = "local", unix))]
 pub mod local;
 pub mod output;
 pub mod shell;
@@ -62,6 +74,7 @@ pub mod shell;
 mod supervisor;
 #[cfg(all(
     feature = "local",
+    unix,
     not(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
@@ -72,7 +85,7 @@ mod supervisor;
 pub mod tool;
 
 pub use env::{EnvInherit, EnvPolicy};
-#[cfg(feature = "local")]
+#[cfg(all(feature = "local", unix))]
 pub use local::{LocalConfig, LocalExecutor};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
 pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};

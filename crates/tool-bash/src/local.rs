@@ -1,6 +1,6 @@
 //! The local executor: `bash -c` in its own process group under a per-command supervisor, stdin
 //! on `/dev/null`, a non-interactive environment decided by an
-//! [`EnvPolicy`](crate::EnvPolicy), tree-scoped termination, bounded
+//! [`EnvPolicy`], tree-scoped termination, bounded
 //! draining and byte-exact spill.
 //!
 //! Termination starts with the shell's group: SIGTERM, a grace period (default 2 s), then

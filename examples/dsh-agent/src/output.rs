@@ -2,7 +2,7 @@
 //!
 //! `println!` panics when stdout fails: `dsh-agent run --json | head -c 10` would end in a
 //! panic message and a backtrace, and `> /dev/full` in a panic too. Every write to stdout goes
-//! through [`line`] or [`text`] instead. The first failure is remembered, later writes are
+//! through [`line()`] or [`text()`] instead. The first failure is remembered, later writes are
 //! skipped, and [`closed`] fires, so the session stops starting commands and `main` ends the
 //! program the Unix way: quietly with status 141 when the reader went away (`EPIPE`), with one
 //! line on stderr and status 1 for any other failure (`ENOSPC` from `/dev/full`).
