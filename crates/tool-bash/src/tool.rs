@@ -401,7 +401,7 @@ fn bash_tool(
     ToolDefinition::builder(BASH_TOOL, description)
         // Raw parameters: the body checks them itself, so the disabled background switch gets
         // its own clear message rather than a generic "unknown property".
-        .raw_parameters(schema.to_json())
+        .raw_parameters_exact(schema.to_json())
         .output(
             ToolOutput::new(bash_output_schema(), |_, value| {
                 vec![ContentBlock::text(render_bash(value))]
