@@ -583,16 +583,14 @@ mod typed {
         }));
 
         let body_tool = Arc::clone(&tool);
-        let body: BodyFn = Arc::new(move |args: Arc<Value>, exec: ExecContext| {
+        let body: BodyFn = Arc::new(move |_: Arc<Value>, exec: ExecContext| {
             let tool = Arc::clone(&body_tool);
             Box::pin(async move {
                 // From the text when there is one: serde reads integer fields from the digits
                 // exactly, which the rounded `Value` cannot give.
-                let typed: T::Args = match exec.args_text() {
-                    Some(text) => crate::json::from_str_located(text),
-                    None => crate::json::from_value_located(&args),
-                }
-                .map_err(|e| ToolError::invalid_args(e.to_string()))?;
+                let typed: T::Args = exec
+                    .typed_args()
+                    .map_err(|e| ToolError::invalid_args(e.to_string()))?;
                 let output = tool.execute(typed, exec).await?;
                 serde_json::to_value(output)
                     .map_err(|e| ToolError::failed(format!("output could not be serialised: {e}")))

@@ -361,6 +361,16 @@ impl ExecContext {
         self.args.text()
     }
 
+    /// Deserialises the arguments into `T`, from the text when there is one, so integer fields
+    /// (`u64`, `i128`, `u128`) get the exact digits; a failure names the field
+    /// ([`json::from_str_located`](crate::json::from_str_located)).
+    pub fn typed_args<T: serde::de::DeserializeOwned>(&self) -> Result<T, crate::Violation> {
+        match self.args.text() {
+            Some(text) => crate::json::from_str_located(text),
+            None => crate::json::from_value_located(self.args.value()),
+        }
+    }
+
     /// The registry-assigned token.
     pub fn token(&self) -> ExecToken {
         self.execution.token

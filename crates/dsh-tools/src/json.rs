@@ -66,6 +66,10 @@ pub struct JsonObject(IndexMap<String, JsonValue>);
 
 static NULL: JsonValue = JsonValue::Null;
 
+/// How deeply arrays and objects may nest in parsed JSON: `serde_json`'s own limit for a
+/// `Value`.
+pub const MAX_DEPTH: usize = 128;
+
 impl JsonNumber {
     /// The number's text, exactly as written.
     pub fn as_str(&self) -> &str {
@@ -203,21 +207,32 @@ impl<'a> IntoIterator for &'a JsonObject {
 
 impl JsonValue {
     /// Parses JSON text, keeping every number's text and every object's key order.
+    ///
+    /// Nesting is limited to [`MAX_DEPTH`] arrays and objects, as `serde_json` limits a
+    /// `Value`.
     pub fn parse(text: &str) -> Result<JsonValue, serde_json::Error> {
         let raw: &RawValue = serde_json::from_str(text)?;
-        JsonValue::from_raw(raw.get())
+        JsonValue::from_raw(raw.get(), 0)
     }
 
     /// Builds the value of one piece of JSON text that `serde_json` has already checked.
-    /// Containers are split into the raw text of their members, one level at a time.
-    fn from_raw(text: &str) -> Result<JsonValue, serde_json::Error> {
+    /// Containers are split into the raw text of their members, one level at a time, so the
+    /// text of a value `d` levels deep is scanned `d` times; the depth limit bounds both that
+    /// and the recursion (`serde_json` checks a raw value's nesting without a limit).
+    fn from_raw(text: &str, depth: usize) -> Result<JsonValue, serde_json::Error> {
         let text = text.trim_matches([' ', '\t', '\n', '\r']);
+        let container = matches!(text.as_bytes().first(), Some(b'{' | b'['));
+        if container && depth >= MAX_DEPTH {
+            return Err(serde::de::Error::custom(format!(
+                "recursion limit exceeded: the JSON nests deeper than {MAX_DEPTH} arrays and objects"
+            )));
+        }
         Ok(match text.as_bytes().first() {
             Some(b'{') => {
                 let RawEntries(entries) = serde_json::from_str(text)?;
                 let mut object = IndexMap::with_capacity(entries.len());
                 for (key, raw) in entries {
-                    object.insert(key, JsonValue::from_raw(raw.get())?);
+                    object.insert(key, JsonValue::from_raw(raw.get(), depth + 1)?);
                 }
                 JsonValue::Object(JsonObject(object))
             }
@@ -226,7 +241,7 @@ impl JsonValue {
                 JsonValue::Array(
                     items
                         .into_iter()
-                        .map(|raw| JsonValue::from_raw(raw.get()))
+                        .map(|raw| JsonValue::from_raw(raw.get(), depth + 1))
                         .collect::<Result<_, _>>()?,
                 )
             }
@@ -482,7 +497,7 @@ impl Serialize for JsonValue {
 impl<'de> Deserialize<'de> for JsonValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<JsonValue, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        JsonValue::from_raw(raw.get()).map_err(serde::de::Error::custom)
+        JsonValue::from_raw(raw.get(), 0).map_err(serde::de::Error::custom)
     }
 }
 
@@ -1016,6 +1031,10 @@ mod tests {
         for text in ["", "{", "[1,]", "01", "1.", "{\"a\" 1}", "nul", "1 2"] {
             assert!(JsonValue::parse(text).is_err(), "{text:?}");
         }
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(JsonValue::parse(&nested(MAX_DEPTH)).is_ok());
+        let error = JsonValue::parse(&nested(10_000)).unwrap_err().to_string();
+        assert!(error.contains("nests deeper than 128"), "{error}");
     }
 
     #[test]

@@ -185,10 +185,11 @@ struct BashArgs {
 
 /// Checks the arguments: the background switch, the schema, then the rules it cannot express.
 fn parse_bash_args(
-    args: &Value,
+    exec: &ExecContext,
     schema: &ValueSchema,
     background: bool,
 ) -> Result<BashArgs, ToolError> {
+    let args = exec.exact_args();
     if !background && args.get("run_in_background").is_some() {
         return Err(ToolError::invalid_args(
             "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
@@ -200,7 +201,8 @@ fn parse_bash_args(
     }
     // The schema admits any integer; the located read names the field when one does not fit
     // (`-1`, `1e300`, `2^64` for `timeout_ms`).
-    let args: BashArgs = dsh_tools::json::from_value_located(args)
+    let args: BashArgs = exec
+        .typed_args()
         .map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
@@ -413,12 +415,12 @@ fn bash_tool(
         )
         .present_call(presenters::bash::present_call)
         .present_result(presenters::bash::present_result)
-        .execute(move |args, exec: ExecContext| {
+        .execute(move |_, exec: ExecContext| {
             let executor = Arc::clone(&executor);
             let jobs = jobs.clone();
             let schema = Arc::clone(&checked);
             async move {
-                let args = parse_bash_args(&args, &schema, background)?;
+                let args = parse_bash_args(&exec, &schema, background)?;
                 let request = ShellRequest {
                     command: args.command,
                     workdir: args.workdir.map(PathBuf::from),
@@ -683,7 +685,8 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
         async move {
             let id = job_id(&args)?;
             let caller = caller(&exec);
-            let options: JobOutputOptions = dsh_tools::json::from_value_located(&args)
+            let options: JobOutputOptions = exec
+                .typed_args()
                 .map_err(|e| ToolError::invalid_args(e.to_string()))?;
             if options.wait {
                 let asked = match options.timeout_ms {
