@@ -79,8 +79,10 @@
 //!
 //! # Features
 //!
-//! This crate has no cargo features. The workspace builds `serde_json` with
-//! `arbitrary_precision` (numbers keep their exact text) and `preserve_order`; see [`json`].
+//! This crate has no cargo features, and it turns on no feature of its dependencies that
+//! changes a user's own code: `serde_json` is built without `arbitrary_precision` and
+//! `preserve_order` (only the additive `raw_value`), `schemars` without `preserve_order`.
+//! Exact numbers and key order come from [`json::JsonValue`] instead; see [`json`].
 
 #![deny(missing_docs)]
 

@@ -413,8 +413,7 @@ fn combine(base: Value, siblings: Map<String, Value>) -> Value {
         base.get("additionalProperties"),
         siblings.get("additionalProperties"),
     ]
-    .iter()
-    .any(|v| *v == Some(&Value::Bool(false)));
+    .contains(&Some(&Value::Bool(false)));
     base.insert("type".into(), Value::String("object".into()));
     base.insert("properties".into(), Value::Object(properties));
     if !required.is_empty() {

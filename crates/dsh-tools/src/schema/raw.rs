@@ -116,7 +116,7 @@ impl Walk {
             }
             (None, None) => {
                 for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
-                    if node.contains_key(*key) {
+                    if node.contains_key(key) {
                         self.fail(
                             &pointer_push(at, key),
                             format!("`{key}` needs a `type` on the same node"),
@@ -164,7 +164,7 @@ impl Walk {
         depth: usize,
     ) -> Option<SchemaKind> {
         for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
-            if node.contains_key(*key) {
+            if node.contains_key(key) {
                 self.fail(
                     &pointer_push(at, key),
                     format!("`{key}` is not supported beside `oneOf`; put it in the branches"),
@@ -252,7 +252,7 @@ impl Walk {
 
     fn reject_keys(&mut self, node: &JsonObject, at: &str, keys: &[&str], ty: &str) {
         for key in keys {
-            if node.contains_key(*key) {
+            if node.contains_key(key) {
                 self.fail(
                     &pointer_push(at, key),
                     format!("`{key}` does not apply to type `{ty}`"),
