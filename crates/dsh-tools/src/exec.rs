@@ -124,12 +124,19 @@ pub struct ParsedArguments {
 impl ParsedArguments {
     /// Parses argument text, keeping it.
     pub fn parse(text: &str) -> Result<ParsedArguments, serde_json::Error> {
-        let exact = JsonValue::parse(text)?;
-        Ok(ParsedArguments {
-            value: Arc::new(exact.to_value()),
-            text: Some(text.into()),
-            exact,
-        })
+        ParsedArguments::from_text(text.to_owned()).map_err(|(_, error)| error)
+    }
+
+    /// Parses argument text, keeping it without a copy; on failure the text comes back.
+    pub(crate) fn from_text(text: String) -> Result<ParsedArguments, (String, serde_json::Error)> {
+        match JsonValue::parse(&text) {
+            Ok(exact) => Ok(ParsedArguments {
+                value: Arc::new(exact.to_value()),
+                text: Some(text.into_boxed_str()),
+                exact,
+            }),
+            Err(error) => Err((text, error)),
+        }
     }
 
     /// Wraps a value an in-process caller built.

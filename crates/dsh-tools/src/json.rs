@@ -27,12 +27,12 @@
 //! text of its members, so no JSON grammar is restated here.
 
 use crate::schema::Violation;
-use indexmap::IndexMap;
 use serde::de::{DeserializeOwned, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::fmt;
 
 /// A JSON value that keeps every number's text and every object's key order.
@@ -61,8 +61,18 @@ pub struct JsonNumber(Box<str>);
 
 /// A JSON object that keeps its keys in insertion order. A repeated key keeps its first
 /// position and its last value, as `serde_json` keeps the last value.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct JsonObject(IndexMap<String, JsonValue>);
+///
+/// The entries are a vector: argument objects are small, and a linear scan of a few keys is
+/// faster than hashing them. Objects with more than [`INDEXED_FROM`] keys also keep a hash index,
+/// so a hostile object with many keys still parses and looks up in linear time.
+#[derive(Clone, Default)]
+pub struct JsonObject {
+    entries: Vec<(String, JsonValue)>,
+    index: Option<HashMap<String, usize>>,
+}
+
+/// The number of keys from which an object keeps a hash index.
+const INDEXED_FROM: usize = 16;
 
 static NULL: JsonValue = JsonValue::Null;
 
@@ -140,68 +150,119 @@ impl JsonObject {
         JsonObject::default()
     }
 
+    fn position(&self, key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.entries.iter().position(|(k, _)| k == key),
+        }
+    }
+
     /// The value of a key.
     pub fn get(&self, key: &str) -> Option<&JsonValue> {
-        self.0.get(key)
+        self.position(key).map(|i| &self.entries[i].1)
     }
 
     /// The value of a key, to change it in place.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut JsonValue> {
-        self.0.get_mut(key)
+        self.position(key).map(|i| &mut self.entries[i].1)
     }
 
     /// Whether the object has a key.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.0.contains_key(key)
+        self.position(key).is_some()
     }
 
     /// Sets a key; a new key goes last, an existing one keeps its place.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<JsonValue>) {
-        self.0.insert(key.into(), value.into());
+        let key = key.into();
+        let value = value.into();
+        if let Some(i) = self.position(&key) {
+            self.entries[i].1 = value;
+            return;
+        }
+        if let Some(index) = &mut self.index {
+            index.insert(key.clone(), self.entries.len());
+        }
+        self.entries.push((key, value));
+        if self.index.is_none() && self.entries.len() > INDEXED_FROM {
+            self.reindex();
+        }
     }
 
     /// Removes a key, keeping the order of the others.
     pub fn remove(&mut self, key: &str) -> Option<JsonValue> {
-        self.0.shift_remove(key)
+        let i = self.position(key)?;
+        let (_, value) = self.entries.remove(i);
+        if self.index.is_some() {
+            self.reindex();
+        }
+        Some(value)
+    }
+
+    fn reindex(&mut self) {
+        self.index = Some(
+            self.entries
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (k.clone(), i))
+                .collect(),
+        );
     }
 
     /// The number of keys.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     /// Whether the object has no keys.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     /// The entries in order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &JsonValue)> {
-        self.0.iter()
+        self.entries.iter().map(|(k, v)| (k, v))
     }
 
     /// The keys in order.
     pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.0.keys()
+        self.entries.iter().map(|(k, _)| k)
+    }
+}
+
+/// Equal when both have the same keys with equal values, whatever their order (as JSON
+/// objects are compared).
+impl PartialEq for JsonObject {
+    fn eq(&self, other: &JsonObject) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl fmt::Debug for JsonObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
 }
 
 impl<K: Into<String>, V: Into<JsonValue>> FromIterator<(K, V)> for JsonObject {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> JsonObject {
-        JsonObject(
-            iter.into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-        )
+        let mut object = JsonObject::new();
+        for (k, v) in iter {
+            object.insert(k, v);
+        }
+        object
     }
 }
 
 impl<'a> IntoIterator for &'a JsonObject {
     type Item = (&'a String, &'a JsonValue);
-    type IntoIter = indexmap::map::Iter<'a, String, JsonValue>;
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, JsonValue)>,
+        fn(&'a (String, JsonValue)) -> (&'a String, &'a JsonValue),
+    >;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.entries.iter().map(|(k, v)| (k, v))
     }
 }
 
@@ -211,8 +272,13 @@ impl JsonValue {
     /// Nesting is limited to [`MAX_DEPTH`] arrays and objects, as `serde_json` limits a
     /// `Value`.
     pub fn parse(text: &str) -> Result<JsonValue, serde_json::Error> {
-        let raw: &RawValue = serde_json::from_str(text)?;
-        JsonValue::from_raw(raw.get(), 0)
+        // A container is checked whole by splitting it (`serde_json` reads it, members and
+        // trailing text included); a scalar has to be checked first.
+        let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r']);
+        if !matches!(trimmed.as_bytes().first(), Some(b'{' | b'[')) {
+            let _: &RawValue = serde_json::from_str(text)?;
+        }
+        JsonValue::from_raw(text, 0)
     }
 
     /// Builds the value of one piece of JSON text that `serde_json` has already checked.
@@ -230,11 +296,14 @@ impl JsonValue {
         Ok(match text.as_bytes().first() {
             Some(b'{') => {
                 let RawEntries(entries) = serde_json::from_str(text)?;
-                let mut object = IndexMap::with_capacity(entries.len());
+                let mut object = JsonObject {
+                    entries: Vec::with_capacity(entries.len()),
+                    index: None,
+                };
                 for (key, raw) in entries {
                     object.insert(key, JsonValue::from_raw(raw.get(), depth + 1)?);
                 }
-                JsonValue::Object(JsonObject(object))
+                JsonValue::Object(object)
             }
             Some(b'[') => {
                 let items: Vec<&RawValue> = serde_json::from_str(text)?;
@@ -244,6 +313,10 @@ impl JsonValue {
                         .map(|raw| JsonValue::from_raw(raw.get(), depth + 1))
                         .collect::<Result<_, _>>()?,
                 )
+            }
+            // A string without escapes is its text between the quotes.
+            Some(b'"') if !text.contains('\\') => {
+                JsonValue::String(text[1..text.len() - 1].to_owned())
             }
             Some(b'"') => JsonValue::String(serde_json::from_str(text)?),
             Some(b't') => JsonValue::Bool(true),
@@ -848,13 +921,13 @@ fn with_plain_integers(value: &JsonValue) -> Option<JsonValue> {
             let changed: Vec<Option<JsonValue>> =
                 object.iter().map(|(_, v)| with_plain_integers(v)).collect();
             changed.iter().any(Option::is_some).then(|| {
-                JsonValue::Object(JsonObject(
+                JsonValue::Object(
                     object
                         .iter()
                         .zip(changed)
                         .map(|((k, v), changed)| (k.clone(), changed.unwrap_or_else(|| v.clone())))
                         .collect(),
-                ))
+                )
             })
         }
         _ => None,
@@ -1024,6 +1097,30 @@ mod tests {
     fn a_repeated_key_keeps_its_first_place_and_last_value() {
         let value = JsonValue::parse(r#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
         assert_eq!(value.to_string(), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn large_objects_keep_order_and_find_their_keys() {
+        let keys: Vec<String> = (0..100).rev().map(|i| format!("k{i}")).collect();
+        let text = format!(
+            "{{{}, \"k7\": \"again\"}}",
+            keys.iter()
+                .map(|k| format!("\"{k}\": \"{k}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let JsonValue::Object(mut object) = JsonValue::parse(&text).unwrap() else {
+            panic!("an object");
+        };
+        assert_eq!(
+            object.keys().collect::<Vec<_>>(),
+            keys.iter().collect::<Vec<_>>()
+        );
+        assert_eq!(object.get("k7"), Some(&JsonValue::from("again")));
+        assert_eq!(object.remove("k50"), Some(JsonValue::from("k50")));
+        assert_eq!(object.get("k49"), Some(&JsonValue::from("k49")));
+        assert_eq!(object.get("k50"), None);
+        assert_eq!(object.len(), 99);
     }
 
     #[test]

@@ -115,7 +115,8 @@ pub use error::{
     FailureCode, PluginError, RegistrationError, RestrictError, ScopeError, ToolError, ToolFailure,
 };
 pub use exec::{
-    Arguments, CallArguments, ExecContext, ExecToken, Services, ToolCall, ToolExecution, ToolResult,
+    Arguments, CallArguments, ExecContext, ExecToken, ParsedArguments, Services, ToolCall,
+    ToolExecution, ToolResult,
 };
 pub use hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,

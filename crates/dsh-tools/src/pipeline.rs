@@ -129,9 +129,9 @@ fn materialize(arguments: Arguments, limit: usize) -> CallArguments {
             bytes: text.len(),
             limit,
         },
-        Arguments::Text(text) => match ParsedArguments::parse(&text) {
+        Arguments::Text(text) => match ParsedArguments::from_text(text) {
             Ok(parsed) => CallArguments::Json(Arc::new(parsed)),
-            Err(error) => CallArguments::Unparsable {
+            Err((text, error)) => CallArguments::Unparsable {
                 text: Arc::from(text),
                 error: error.to_string(),
             },

@@ -229,6 +229,95 @@ async fn typed_tools_accept_any_number_spelling_in_tagged_enums() {
     assert_eq!(expect_value(&result), json!(4.0));
 }
 
+#[tokio::test]
+async fn typed_tools_get_exact_integers_and_their_declared_property_order() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Wide {
+        zeta: u64,
+        big: u128,
+        alpha: i128,
+    }
+    struct WideTool;
+    impl Tool for WideTool {
+        type Args = Wide;
+        type Output = String;
+        fn name(&self) -> &str {
+            "wide"
+        }
+        fn description(&self) -> &str {
+            "Echo wide integers."
+        }
+        async fn execute(&self, args: Wide, _: ExecContext) -> Result<String, ToolError> {
+            Ok(format!("{} {} {}", args.zeta, args.big, args.alpha))
+        }
+        fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+            vec![ContentBlock::text(value.to_string())]
+        }
+    }
+    let registry = ToolRegistry::new();
+    registry.register_tool(WideTool).unwrap();
+    let result = run(
+        &registry,
+        "wide",
+        r#"{"zeta": 18446744073709551615, "big": 18446744073709551617, "alpha": -170141183460469231731687303715884105728}"#,
+    )
+    .await;
+    assert_eq!(
+        expect_value(&result),
+        json!("18446744073709551615 18446744073709551617 -170141183460469231731687303715884105728")
+    );
+    // What a model request carries, read back exactly: the struct's order, not schemars'.
+    let sent = serde_json::to_string(&registry.schemas(None)).unwrap();
+    let sent = JsonValue::parse(&sent).unwrap();
+    let properties: Vec<&String> = sent[0]["parameters"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(properties, ["zeta", "big", "alpha"]);
+}
+
+#[test]
+fn dsl_and_exact_raw_schemas_reach_the_model_in_declared_order() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(
+            ToolDefinition::builder("dsl", "Declared with the DSL.")
+                .parameters(
+                    ValueSchema::closed_object()
+                        .required("zeta", ValueSchema::string())
+                        .property("alpha", ValueSchema::integer()),
+                )
+                .raw_output(json!({}), |_, _| Vec::new())
+                .execute(|args, _| async move { Ok((*args).clone()) })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .register(
+            ToolDefinition::builder("raw", "Declared as raw JSON Schema text.")
+                .raw_parameters_exact(
+                    JsonValue::parse(
+                        r#"{"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer", "enum": [18446744073709551617, 1e400]}}}"#,
+                    )
+                    .unwrap(),
+                )
+                .raw_output(json!({}), |_, _| Vec::new())
+                .execute(|args, _| async move { Ok((*args).clone()) })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::to_string(&registry.schemas(None)).unwrap(),
+        concat!(
+            r#"[{"name":"dsl","description":"Declared with the DSL.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},"required":["zeta"],"additionalProperties":false}},"#,
+            r#"{"name":"raw","description":"Declared as raw JSON Schema text.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer","enum":[18446744073709551617,1e400]}},"additionalProperties":true}}]"#,
+        )
+    );
+}
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct PageArgs {
