@@ -442,6 +442,20 @@ impl PartialEq<Value> for JsonValue {
     }
 }
 
+/// A string value equals its text (as `serde_json::Value` compares).
+impl PartialEq<str> for JsonValue {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == Some(other)
+    }
+}
+
+/// A string value equals its text (as `serde_json::Value` compares).
+impl PartialEq<&str> for JsonValue {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == Some(*other)
+    }
+}
+
 impl From<&Value> for JsonValue {
     fn from(value: &Value) -> JsonValue {
         match value {
