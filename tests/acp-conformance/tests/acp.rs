@@ -9,7 +9,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // The presenters' own test support: the card fixtures and generators this test projects.
-#[allow(dead_code)]
 #[path = "../../../crates/presenters/tests/support/mod.rs"]
 mod support;
 
