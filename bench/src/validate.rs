@@ -5,6 +5,7 @@ use crate::Benchmark;
 use crate::dispatch::MicroSize;
 use crate::measure::{Measurement, Target, interleaved};
 use anyhow::{Result, anyhow, ensure};
+use dsh_tools::json::JsonValue;
 use serde_json::{Value, json};
 use std::hint::black_box;
 use std::time::Instant;
@@ -27,15 +28,21 @@ pub(crate) const BENCHMARK: Benchmark = Benchmark {
 };
 
 /// Measures `validate_args` (ns/op): `dsh_tools::validate` against
-/// `jsonschema::draft202012::new(..).validate(..)` on the same schema and arguments.
+/// `jsonschema::draft202012::new(..).validate(..)` on the same schema and arguments, each
+/// validator given the arguments already parsed into the value it walks (ours the exact
+/// `JsonValue` the pipeline parses from the argument text, the oracle a `serde_json::Value`).
 fn validate_args(size: MicroSize) -> Result<Measurement> {
     let schema = tool_bash::tool::bash_parameters(true);
-    let oracle = jsonschema::draft202012::new(&schema.to_json())
+    let oracle = jsonschema::draft202012::new(&serde_json::to_value(schema.to_json())?)
         .map_err(|e| anyhow!("jsonschema rejects the bash schema: {e}"))?;
     let arguments = typical_bash_arguments();
-    for args in &arguments {
+    let exact = arguments
+        .iter()
+        .map(|args| JsonValue::parse(&args.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (args, exact) in arguments.iter().zip(&exact) {
         ensure!(
-            dsh_tools::validate(&schema, args).is_ok() && oracle.validate(args).is_ok(),
+            dsh_tools::validate(&schema, exact).is_ok() && oracle.validate(args).is_ok(),
             "both validators must accept the typical arguments {args}"
         );
     }
@@ -44,7 +51,7 @@ fn validate_args(size: MicroSize) -> Result<Measurement> {
         size.rounds,
         || {
             let started = Instant::now();
-            for args in arguments.iter().cycle().take(ops) {
+            for args in exact.iter().cycle().take(ops) {
                 black_box(dsh_tools::validate(&schema, black_box(args)).is_ok());
             }
             Ok(started.elapsed().as_nanos() as f64 / ops as f64)

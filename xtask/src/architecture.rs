@@ -1,6 +1,7 @@
 //! Architecture invariants checked against `cargo metadata` (read once per test run): the
 //! direction of the dependencies between workspace crates, the UI and transport crates no
-//! library may use, and the complete list of `presenters`' normal dependencies.
+//! library may use, the complete list of `presenters`' normal dependencies, and the
+//! dependency features no crate may turn on in a user's graph.
 
 #[cfg(test)]
 mod tests {
@@ -27,7 +28,23 @@ mod tests {
     const MODEL_TRANSPORTS: &[(&str, &[&str])] = &[("openai-adapter", &["reqwest", "hyper"])];
 
     /// Crates exempt from the layering: tools and examples may use anything.
-    const UNRESTRICTED: &[&str] = &["xtask", "cookbook", "bench", "echo-agent", "dsh-agent"];
+    const UNRESTRICTED: &[&str] = &[
+        "xtask",
+        "cookbook",
+        "bench",
+        "echo-agent",
+        "dsh-agent",
+        "downstream-check",
+    ];
+
+    /// Features of dependencies that change how a user's own code behaves. Cargo unifies
+    /// features across the user's whole graph, so none of our crates (tests and benches
+    /// included, so the tests run as a user's build does) may turn these on
+    /// (docs/design/lossless-json.md).
+    const FORBIDDEN_FEATURES: &[(&str, &[&str])] = &[
+        ("serde_json", &["arbitrary_precision", "preserve_order"]),
+        ("jsonschema", &["arbitrary-precision"]),
+    ];
 
     /// Libraries whose normal dependencies are a complete allow-list. A new entry must be pure:
     /// no I/O, no async runtime, no clock or randomness.
@@ -170,6 +187,96 @@ mod tests {
     #[test]
     fn presenters_normal_dependencies_are_pure() {
         assert_eq!(impure(workspace()), Vec::<String>::new());
+    }
+
+    /// The [`FORBIDDEN_FEATURES`] on in a full `cargo metadata` (its `resolve.nodes`, which
+    /// hold the features Cargo resolved for the workspace, dev-dependencies included).
+    fn forbidden_features(metadata: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (crate_name, forbidden) in FORBIDDEN_FEATURES {
+            let ids: Vec<&str> = metadata["packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["name"].as_str() == Some(*crate_name))
+                .map(|p| p["id"].as_str().unwrap())
+                .collect();
+            for node in metadata["resolve"]["nodes"].as_array().unwrap() {
+                if !ids.contains(&node["id"].as_str().unwrap()) {
+                    continue;
+                }
+                problems.extend(
+                    node["features"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .filter(|feature| forbidden.contains(feature))
+                        .map(|feature| format!("`{crate_name}` is built with `{feature}`")),
+                );
+            }
+        }
+        problems
+    }
+
+    /// Architecture invariant: no crate turns on a feature that changes the user's code
+    /// (issue: `serde_json/arbitrary_precision` broke untagged enums with floats).
+    #[test]
+    fn no_crate_turns_on_features_that_change_the_users_code() {
+        // The host's graph: other platforms' dependencies need not be downloaded to be read.
+        let rustc = std::process::Command::new(std::env::var("RUSTC").unwrap_or("rustc".into()))
+            .arg("-vV")
+            .output()
+            .unwrap();
+        let rustc = String::from_utf8(rustc.stdout).unwrap();
+        let host = rustc
+            .lines()
+            .find_map(|line| line.strip_prefix("host: "))
+            .unwrap();
+        let output = crate::cargo()
+            .args(["metadata", "--format-version", "1", "--offline"])
+            .args(["--filter-platform", host])
+            .current_dir(crate::workspace_root())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let serde_json_nodes = metadata["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["name"] == "serde_json")
+            .count();
+        assert!(serde_json_nodes > 0, "serde_json is in the graph");
+        assert_eq!(forbidden_features(&metadata), Vec::<String>::new());
+    }
+
+    /// The feature rule, on made-up metadata that breaks it.
+    #[test]
+    fn the_feature_rule_reports_each_forbidden_feature() {
+        let metadata = serde_json::json!({
+            "packages": [
+                {"name": "serde_json", "id": "serde_json@1"},
+                {"name": "jsonschema", "id": "jsonschema@0.60"},
+                {"name": "serde", "id": "serde@1"},
+            ],
+            "resolve": {"nodes": [
+                {"id": "serde_json@1", "features": ["default", "preserve_order", "raw_value", "std"]},
+                {"id": "jsonschema@0.60", "features": ["arbitrary-precision"]},
+                {"id": "serde@1", "features": ["preserve_order"]},
+            ]},
+        });
+        assert_eq!(
+            forbidden_features(&metadata),
+            vec![
+                "`serde_json` is built with `preserve_order`",
+                "`jsonschema` is built with `arbitrary-precision`",
+            ]
+        );
     }
 
     /// Each rule, on a made-up workspace that breaks it once.

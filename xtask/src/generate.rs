@@ -109,9 +109,10 @@ fn env_policy_defaults() -> String {
     )
 }
 
-/// A type's schema (through schemars and the subset normaliser) as TypeScript.
-fn type_of<T: schemars::JsonSchema>() -> String {
-    match ValueSchema::for_type::<T>() {
+/// A type's schema (through schemars and the subset normaliser) as TypeScript, with fields in
+/// the declared order where serde reveals it (docs/design/lossless-json.md).
+fn type_of<T: schemars::JsonSchema + serde::de::DeserializeOwned>() -> String {
+    match ValueSchema::for_type_in_field_order::<T>() {
         Ok(schema) => typescript_type(&schema, 0),
         Err(error) => panic!(
             "{} is outside the schema subset: {error}",

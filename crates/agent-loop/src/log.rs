@@ -3,8 +3,8 @@
 
 use crate::event::{EventRecord, SessionEvent};
 use crate::model::Message;
+use dsh_tools::json::JsonValue;
 use dsh_tools::{FailureCode, InjectedContext, ToolResult};
-use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -214,12 +214,15 @@ fn parse_line(line: usize, text: &str) -> LogEntry {
 /// Keeps a `tool/result` whose `error` this version cannot read (a failure code added later):
 /// the event without it, and the field as text.
 fn repair(line: usize, text: &str) -> Option<(EventRecord, RepairedLine)> {
-    let mut value: Value = serde_json::from_str(text).ok()?;
-    if value.get("type").and_then(Value::as_str) != Some("tool/result") {
+    // Held exactly, so the field's text keeps the writer's key order and numbers.
+    let JsonValue::Object(mut object) = JsonValue::parse(text).ok()? else {
+        return None;
+    };
+    if object.get("type").and_then(JsonValue::as_str) != Some("tool/result") {
         return None;
     }
-    let error = value.as_object_mut()?.remove("error")?;
-    let record = dsh_tools::json::from_value::<EventRecord>(&value).ok()?;
+    let error = object.remove("error")?;
+    let record = EventRecord::from_json_line(&JsonValue::Object(object).to_string()).ok()?;
     Some((
         record,
         RepairedLine {

@@ -12,11 +12,12 @@ use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobStatus, JobsConfig, NoticeDelivery,
     TurnOpener,
 };
+use dsh_tools::json::JsonValue;
 use dsh_tools::{ContentBlock, InjectedContext, ToolError, ToolRegistry};
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::{assert_paired, echo, recorded, tool};
@@ -85,17 +86,20 @@ async fn reference_session(
     (agent, mock, cards)
 }
 
-fn redacted(text: &str) -> Vec<Value> {
+/// The log's lines held exactly (fields in the order they were written), timestamps redacted.
+fn redacted(text: &str) -> Vec<JsonValue> {
     text.lines()
         .map(|line| {
-            let mut value: Value = serde_json::from_str(line).unwrap();
+            let JsonValue::Object(mut object) = JsonValue::parse(line).unwrap() else {
+                panic!("a log line is an object: {line}");
+            };
+            let ts = object.get("ts").and_then(JsonValue::as_str).unwrap();
             assert!(
-                humantime::parse_rfc3339(value["ts"].as_str().unwrap()).is_ok(),
-                "ts is not RFC 3339: {}",
-                value["ts"]
+                humantime::parse_rfc3339(ts).is_ok(),
+                "ts is not RFC 3339: {ts}"
             );
-            value["ts"] = json!("[ts]");
-            value
+            object.insert("ts", "[ts]");
+            JsonValue::Object(object)
         })
         .collect()
 }
@@ -106,8 +110,8 @@ async fn a_full_session_log_has_the_documented_events_and_fields() {
     let path = dir.path().join("session.jsonl");
     reference_session(&path).await;
     let text = std::fs::read_to_string(&path).unwrap();
-    // Pretty JSON text, not `assert_json_snapshot!`: insta's own serialiser does not know
-    // serde_json's arbitrary-precision numbers.
+    // Pretty JSON text, not `assert_json_snapshot!`: insta's own serialiser would sort the
+    // fields and could not write exact numbers.
     let pretty = serde_json::to_string_pretty(&redacted(&text)).unwrap();
     insta::assert_snapshot!("session_log", pretty);
 }

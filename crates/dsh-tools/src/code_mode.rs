@@ -8,6 +8,7 @@
 
 use crate::definition::ToolDefinition;
 use crate::exec::{Arguments, ExecContext, ToolCall};
+use crate::json::JsonValue;
 use crate::registry::ToolRegistry;
 use crate::schema::{SchemaKind, ValueSchema};
 use serde::Serialize;
@@ -152,10 +153,10 @@ fn doc(out: &mut String, text: &str, indent: usize) {
     );
 }
 
-fn literal_union(values: &[Value]) -> String {
+fn literal_union(values: &[JsonValue]) -> String {
     values
         .iter()
-        .map(Value::to_string)
+        .map(JsonValue::to_string)
         .collect::<Vec<_>>()
         .join(" | ")
 }

@@ -4,6 +4,7 @@ use crate::card::{ToolCallView, ToolResultView};
 use crate::content::{ContentBlock, ToolResultRecord};
 use crate::error::{RegistrationError, ToolError, panic_message};
 use crate::exec::{ExecContext, ToolExecution, ToolResult};
+use crate::json::JsonValue;
 use crate::schema::{ValueSchema, validate};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -26,8 +27,8 @@ pub struct ToolSchema {
     pub name: String,
     /// What the model reads to decide when to call it.
     pub description: String,
-    /// The JSON Schema of the arguments (an object).
-    pub parameters: Value,
+    /// The JSON Schema of the arguments (an object), with its properties in declared order.
+    pub parameters: JsonValue,
 }
 
 /// Renders the canonical value as model-visible content: `render(args, value)`. Pure.
@@ -111,7 +112,7 @@ pub struct ToolDefinition {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) parameters: ValueSchema,
-    pub(crate) parameters_json: Value,
+    pub(crate) parameters_json: JsonValue,
     pub(crate) args_validation: ArgsValidation,
     pub(crate) output: ToolOutput,
     pub(crate) body: BodyFn,
@@ -204,7 +205,7 @@ impl ToolDefinition {
             return false;
         };
         if self.args_validation == ArgsValidation::Validated
-            && validate(&self.parameters, args).is_err()
+            && validate(&self.parameters, &JsonValue::from(args)).is_err()
         {
             return false;
         }
@@ -278,6 +279,7 @@ enum Parameters {
     Default,
     Validated(Box<ValueSchema>),
     Raw(Value),
+    RawExact(JsonValue),
 }
 
 /// Builds a [`ToolDefinition`] without Rust types.
@@ -316,8 +318,20 @@ impl ToolDefinitionBuilder {
     }
 
     /// Raw JSON Schema parameters: accepted if inside the subset, never validated per call.
+    ///
+    /// A `serde_json::Value` has sorted its keys, so the model sees the properties in
+    /// alphabetical order; [`raw_parameters_exact`](Self::raw_parameters_exact) keeps the
+    /// declared order.
     pub fn raw_parameters(mut self, schema: Value) -> Self {
         self.parameters = Parameters::Raw(schema);
+        self
+    }
+
+    /// Raw JSON Schema parameters held exactly (parse the schema's text with
+    /// [`JsonValue::parse`], or build it with [`ValueSchema::to_json`]): the model sees the
+    /// properties in the declared order.
+    pub fn raw_parameters_exact(mut self, schema: JsonValue) -> Self {
+        self.parameters = Parameters::RawExact(schema);
         self
     }
 
@@ -420,6 +434,11 @@ impl ToolDefinitionBuilder {
             }
             Parameters::Raw(raw) => (
                 ValueSchema::parameters_from_json(&raw)
+                    .map_err(|e| schema_error("parameters", e))?,
+                ArgsValidation::Unvalidated,
+            ),
+            Parameters::RawExact(raw) => (
+                ValueSchema::parameters_from_exact_json(&raw)
                     .map_err(|e| schema_error("parameters", e))?,
                 ArgsValidation::Unvalidated,
             ),
@@ -537,7 +556,7 @@ mod typed {
 
     /// Soft path: validated and deserialised arguments, or `None`.
     fn soft_args<T: Tool>(schema: &ValueSchema, args: &Value) -> Option<T::Args> {
-        validate(schema, args).ok()?;
+        validate(schema, &JsonValue::from(args)).ok()?;
         crate::json::from_value(args).ok()
     }
 
@@ -548,8 +567,8 @@ mod typed {
             which,
             source,
         };
-        let parameters =
-            ValueSchema::for_type::<T::Args>().map_err(|e| schema_error("parameters", e))?;
+        let parameters = ValueSchema::for_type_in_field_order::<T::Args>()
+            .map_err(|e| schema_error("parameters", e))?;
         let output_schema =
             ValueSchema::for_type::<T::Output>().map_err(|e| schema_error("output", e))?;
         let tool = Arc::new(tool);
@@ -564,10 +583,13 @@ mod typed {
         }));
 
         let body_tool = Arc::clone(&tool);
-        let body: BodyFn = Arc::new(move |args: Arc<Value>, exec: ExecContext| {
+        let body: BodyFn = Arc::new(move |_: Arc<Value>, exec: ExecContext| {
             let tool = Arc::clone(&body_tool);
             Box::pin(async move {
-                let typed: T::Args = crate::json::from_value_located(&args)
+                // From the text when there is one: serde reads integer fields from the digits
+                // exactly, which the rounded `Value` cannot give.
+                let typed: T::Args = exec
+                    .typed_args()
                     .map_err(|e| ToolError::invalid_args(e.to_string()))?;
                 let output = tool.execute(typed, exec).await?;
                 serde_json::to_value(output)

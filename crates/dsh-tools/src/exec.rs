@@ -3,6 +3,7 @@
 use crate::agent::{AgentRef, InjectedContext};
 use crate::content::{ContentBlock, ToolResultRecord};
 use crate::error::{FailureCode, ToolFailure};
+use crate::json::JsonValue;
 use serde_json::Value;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -32,9 +33,10 @@ impl fmt::Debug for ExecToken {
 /// The arguments of a call as the caller has them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Arguments {
-    /// The model's raw argument text; parsed once, losslessly.
+    /// The model's raw argument text; parsed once, losslessly, and kept.
     Text(String),
-    /// Already-parsed JSON (in-process callers, Code Mode).
+    /// Already-parsed JSON (in-process callers, Code Mode). It has only the precision a
+    /// `serde_json::Value` keeps.
     Value(Value),
 }
 
@@ -116,12 +118,65 @@ impl ToolCall {
     }
 }
 
+/// A call's parsed arguments, frozen: the exact JSON (every digit, the model's key order), the
+/// argument text it came from, and a `serde_json::Value` for convenience.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedArguments {
+    text: Option<Box<str>>,
+    exact: JsonValue,
+    value: Arc<Value>,
+}
+
+impl ParsedArguments {
+    /// Parses argument text, keeping it.
+    pub fn parse(text: &str) -> Result<ParsedArguments, serde_json::Error> {
+        ParsedArguments::from_text(text.to_owned()).map_err(|(_, error)| error)
+    }
+
+    /// Parses argument text, keeping it without a copy; on failure the text comes back.
+    pub(crate) fn from_text(text: String) -> Result<ParsedArguments, (String, serde_json::Error)> {
+        match JsonValue::parse(&text) {
+            Ok(exact) => Ok(ParsedArguments {
+                value: Arc::new(exact.to_value()),
+                text: Some(text.into_boxed_str()),
+                exact,
+            }),
+            Err(error) => Err((text, error)),
+        }
+    }
+
+    /// Wraps a value an in-process caller built.
+    pub fn from_value(value: Value) -> ParsedArguments {
+        ParsedArguments {
+            exact: JsonValue::from(&value),
+            text: None,
+            value: Arc::new(value),
+        }
+    }
+
+    /// The argument text, when the call came as text (`None` for [`Arguments::Value`]).
+    pub fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// The exact arguments: numbers as sent, keys in the order sent.
+    pub fn exact(&self) -> &JsonValue {
+        &self.exact
+    }
+
+    /// The arguments as a `serde_json::Value`: sorted keys, numbers as `u64`/`i64`/`f64` (see
+    /// [`JsonValue::to_value`]).
+    pub fn value(&self) -> &Arc<Value> {
+        &self.value
+    }
+}
+
 /// The materialised arguments of an execution.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum CallArguments {
-    /// Detached, lossless, frozen JSON.
-    Json(Arc<Value>),
+    /// Detached, frozen JSON, held exactly.
+    Json(Arc<ParsedArguments>),
     /// The argument text was not JSON (the call fails with `INVALID_ARGS`).
     Unparsable {
         /// The text as received.
@@ -169,10 +224,21 @@ impl ToolExecution {
         &self.name
     }
 
-    /// The parsed arguments, or `None` when the text was not JSON or was too long to read.
+    /// The parsed arguments as a `serde_json::Value`, or `None` when the text was not JSON or
+    /// was too long to read. [`ToolExecution::exact_args`] has every digit and the key order.
     pub fn args(&self) -> Option<&Arc<Value>> {
+        self.parsed().map(|parsed| parsed.value())
+    }
+
+    /// The parsed arguments exactly as sent (numbers digit for digit, keys in order).
+    pub fn exact_args(&self) -> Option<&JsonValue> {
+        self.parsed().map(|parsed| parsed.exact())
+    }
+
+    /// The parsed arguments in all their forms.
+    pub fn parsed(&self) -> Option<&Arc<ParsedArguments>> {
         match &self.arguments {
-            CallArguments::Json(value) => Some(value),
+            CallArguments::Json(parsed) => Some(parsed),
             CallArguments::Unparsable { .. } | CallArguments::Oversized { .. } => None,
         }
     }
@@ -262,7 +328,7 @@ pub(crate) struct CallSink {
 #[derive(Clone, Debug)]
 pub struct ExecContext {
     pub(crate) execution: Arc<ToolExecution>,
-    pub(crate) args: Arc<Value>,
+    pub(crate) args: Arc<ParsedArguments>,
     pub(crate) signal: CancellationToken,
     pub(crate) sink: Arc<CallSink>,
     pub(crate) services: Services,
@@ -289,9 +355,33 @@ impl ExecContext {
         &self.execution.name
     }
 
-    /// The frozen, lossless arguments.
+    /// The frozen arguments as a `serde_json::Value`: keys sorted, numbers as `u64`, `i64` or
+    /// the nearest `f64` (see [`JsonValue::to_value`]). Use [`ExecContext::exact_args`] when
+    /// every digit or the key order matters.
     pub fn args(&self) -> &Arc<Value> {
-        &self.args
+        self.args.value()
+    }
+
+    /// The frozen arguments exactly as sent: numbers digit for digit (`18446744073709551617`,
+    /// `1e400`, `0.10`, `-0`) and keys in the model's order.
+    pub fn exact_args(&self) -> &JsonValue {
+        self.args.exact()
+    }
+
+    /// The argument text as the model sent it (`None` when an in-process caller passed a
+    /// value).
+    pub fn args_text(&self) -> Option<&str> {
+        self.args.text()
+    }
+
+    /// Deserialises the arguments into `T`, from the text when there is one, so integer fields
+    /// (`u64`, `i128`, `u128`) get the exact digits; a failure names the field
+    /// ([`json::from_str_located`](crate::json::from_str_located)).
+    pub fn typed_args<T: serde::de::DeserializeOwned>(&self) -> Result<T, crate::Violation> {
+        match self.args.text() {
+            Some(text) => crate::json::from_str_located(text),
+            None => crate::json::from_value_located(self.args.value()),
+        }
     }
 
     /// The registry-assigned token.

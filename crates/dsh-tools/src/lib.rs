@@ -109,8 +109,12 @@
 //!
 //! # Features
 //!
-//! `macros` (default) provides the [`#[tool]`](macro@tool) attribute macro. The workspace builds `serde_json` with
-//! `arbitrary_precision` (numbers keep their exact text) and `preserve_order`; see [`json`].
+//! `macros` (default) provides the [`#[tool]`](macro@tool) attribute macro.
+//!
+//! This crate turns on no feature of its dependencies that changes a user's own code:
+//! `serde_json` is built without `arbitrary_precision` and `preserve_order` (only the additive
+//! `raw_value`), `schemars` without `preserve_order`.
+//! Exact numbers and key order come from [`json::JsonValue`] instead; see [`json`].
 
 #![deny(missing_docs)]
 
@@ -150,7 +154,8 @@ pub use error::{
     FailureCode, PluginError, RegistrationError, RestrictError, ScopeError, ToolError, ToolFailure,
 };
 pub use exec::{
-    Arguments, CallArguments, ExecContext, ExecToken, Services, ToolCall, ToolExecution, ToolResult,
+    Arguments, CallArguments, ExecContext, ExecToken, ParsedArguments, Services, ToolCall,
+    ToolExecution, ToolResult,
 };
 pub use hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,

@@ -4,12 +4,13 @@
 use crate::definition::{ArgsValidation, ToolDefinition, contain};
 use crate::error::{FailureCode, panic_message};
 use crate::exec::{
-    Arguments, CallArguments, CallSink, ExecContext, ExecToken, Services, ToolCall, ToolExecution,
-    ToolResult,
+    Arguments, CallArguments, CallSink, ExecContext, ExecToken, ParsedArguments, Services,
+    ToolCall, ToolExecution, ToolResult,
 };
 use crate::hooks::{Approval, ApprovalRequest, ExecuteNext, PostAction, PreDecision, PreNext};
+use crate::json::JsonValue;
 use crate::registry::{CallHooks, ToolRegistry};
-use crate::schema::{Violation, validate};
+use crate::schema::{SchemaKind, Violation, validate};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -114,21 +115,23 @@ impl ToolRegistry {
     }
 }
 
-/// Parses the model's argument text once into detached, lossless JSON and freezes it.
+/// Parses the model's argument text once into detached, exact JSON and freezes it with the text.
 ///
 /// Text longer than `limit` bytes is dropped unread: parsed, a few megabytes of small numbers
 /// become a `Value` tens of times larger, so only the length check keeps memory bounded.
 /// Values (in-process callers, Code Mode) were built by the host and are not measured.
 fn materialize(arguments: Arguments, limit: usize) -> CallArguments {
     match arguments {
-        Arguments::Value(value) => CallArguments::Json(Arc::new(value)),
+        Arguments::Value(value) => {
+            CallArguments::Json(Arc::new(ParsedArguments::from_value(value)))
+        }
         Arguments::Text(text) if text.len() > limit => CallArguments::Oversized {
             bytes: text.len(),
             limit,
         },
-        Arguments::Text(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(value) => CallArguments::Json(Arc::new(value)),
-            Err(error) => CallArguments::Unparsable {
+        Arguments::Text(text) => match ParsedArguments::from_text(text) {
+            Ok(parsed) => CallArguments::Json(Arc::new(parsed)),
+            Err((text, error)) => CallArguments::Unparsable {
                 text: Arc::from(text),
                 error: error.to_string(),
             },
@@ -190,7 +193,7 @@ async fn run_pipeline(
         }
         result
     };
-    let mut result = post_execute(definition, execution, hooks, &args, result).await;
+    let mut result = post_execute(definition, execution, hooks, args.value(), result).await;
     let mut contexts = sink
         .deferred
         .lock()
@@ -320,7 +323,7 @@ async fn execute_stage(
     registry: &ToolRegistry,
     definition: &Arc<ToolDefinition>,
     execution: &Arc<ToolExecution>,
-    args: &Arc<Value>,
+    args: &Arc<ParsedArguments>,
     hooks: &CallHooks,
     sink: &Arc<CallSink>,
 ) -> ToolResult {
@@ -358,7 +361,7 @@ async fn execute_stage(
 struct Dispatch {
     definition: Arc<ToolDefinition>,
     execution: Arc<ToolExecution>,
-    args: Arc<Value>,
+    args: Arc<ParsedArguments>,
     sink: Arc<CallSink>,
     services: Services,
 }
@@ -418,9 +421,9 @@ async fn body(
     execution: &ToolExecution,
     ctx: ExecContext,
 ) -> ToolResult {
-    let args = Arc::clone(&ctx.args);
+    let args = Arc::clone(ctx.args.value());
     if definition.args_validation == ArgsValidation::Validated
-        && let Err(violations) = validate(&definition.parameters, &args)
+        && let Err(violations) = validate(&definition.parameters, ctx.args.exact())
     {
         return ToolResult::failure(FailureCode::InvalidArgs, invalid_args_message(&violations));
     }
@@ -463,7 +466,11 @@ fn accept_value(
     args: &Value,
     value: Value,
 ) -> ToolResult {
-    if let Err(violations) = validate(&definition.output.schema, &value) {
+    // An output schema that accepts any value needs no conversion to check.
+    let checked = !matches!(definition.output.schema.kind(), SchemaKind::Json);
+    if checked
+        && let Err(violations) = validate(&definition.output.schema, &JsonValue::from(&value))
+    {
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return ToolResult::failure(
             FailureCode::InvalidToolOutput,

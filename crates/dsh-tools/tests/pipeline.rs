@@ -5,6 +5,7 @@
 
 mod support;
 
+use dsh_tools::json::JsonValue;
 use dsh_tools::{
     ContentBlock, ExecContext, FailureCode, RegistrationError, Tool, ToolCall, ToolDefinition,
     ToolError, ToolFailure, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
@@ -16,7 +17,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
-use support::{constant_tool, expect_failure, expect_value, raw_echo, run, text};
+use support::{constant_tool, expect_failure, expect_value, run, text};
 use tokio_util::sync::CancellationToken;
 
 // ----- A typed tool exercising every normalised shape ------------------------------------------
@@ -228,6 +229,95 @@ async fn typed_tools_accept_any_number_spelling_in_tagged_enums() {
     assert_eq!(expect_value(&result), json!(4.0));
 }
 
+#[tokio::test]
+async fn typed_tools_get_exact_integers_and_their_declared_property_order() {
+    #[derive(Deserialize, JsonSchema)]
+    struct Wide {
+        zeta: u64,
+        big: u128,
+        alpha: i128,
+    }
+    struct WideTool;
+    impl Tool for WideTool {
+        type Args = Wide;
+        type Output = String;
+        fn name(&self) -> &str {
+            "wide"
+        }
+        fn description(&self) -> &str {
+            "Echo wide integers."
+        }
+        async fn execute(&self, args: Wide, _: ExecContext) -> Result<String, ToolError> {
+            Ok(format!("{} {} {}", args.zeta, args.big, args.alpha))
+        }
+        fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+            vec![ContentBlock::text(value.to_string())]
+        }
+    }
+    let registry = ToolRegistry::new();
+    registry.register_tool(WideTool).unwrap();
+    let result = run(
+        &registry,
+        "wide",
+        r#"{"zeta": 18446744073709551615, "big": 18446744073709551617, "alpha": -170141183460469231731687303715884105728}"#,
+    )
+    .await;
+    assert_eq!(
+        expect_value(&result),
+        json!("18446744073709551615 18446744073709551617 -170141183460469231731687303715884105728")
+    );
+    // What a model request carries, read back exactly: the struct's order, not schemars'.
+    let sent = serde_json::to_string(&registry.schemas(None)).unwrap();
+    let sent = JsonValue::parse(&sent).unwrap();
+    let properties: Vec<&String> = sent[0]["parameters"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(properties, ["zeta", "big", "alpha"]);
+}
+
+#[test]
+fn dsl_and_exact_raw_schemas_reach_the_model_in_declared_order() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(
+            ToolDefinition::builder("dsl", "Declared with the DSL.")
+                .parameters(
+                    ValueSchema::closed_object()
+                        .required("zeta", ValueSchema::string())
+                        .property("alpha", ValueSchema::integer()),
+                )
+                .raw_output(json!({}), |_, _| Vec::new())
+                .execute(|args, _| async move { Ok((*args).clone()) })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    registry
+        .register(
+            ToolDefinition::builder("raw", "Declared as raw JSON Schema text.")
+                .raw_parameters_exact(
+                    JsonValue::parse(
+                        r#"{"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer", "enum": [18446744073709551617, 1e400]}}}"#,
+                    )
+                    .unwrap(),
+                )
+                .raw_output(json!({}), |_, _| Vec::new())
+                .execute(|args, _| async move { Ok((*args).clone()) })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        serde_json::to_string(&registry.schemas(None)).unwrap(),
+        concat!(
+            r#"[{"name":"dsl","description":"Declared with the DSL.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},"required":["zeta"],"additionalProperties":false}},"#,
+            r#"{"name":"raw","description":"Declared as raw JSON Schema text.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer","enum":[18446744073709551617,1e400]}},"additionalProperties":true}}]"#,
+        )
+    );
+}
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct PageArgs {
@@ -280,26 +370,42 @@ async fn a_value_only_serde_refuses_is_invalid_args_at_its_pointer() {
 #[tokio::test]
 async fn raw_tools_receive_lossless_unvalidated_arguments() {
     let registry = ToolRegistry::new();
-    registry.register(raw_echo("echo")).unwrap();
+    let seen = ToolDefinition::builder("seen", "Report the arguments as the body sees them.")
+        .raw_parameters(json!({"type": "object", "properties": {"x": {"type": "string"}}}))
+        .raw_output(json!({}), |_, v| vec![ContentBlock::text(v.to_string())])
+        .execute(|args, exec| async move {
+            Ok(json!({
+                "text": exec.args_text(),
+                "exact": exec.exact_args().to_string(),
+                "big": exec.exact_args()["big"].as_number().map(|n| n.as_str().to_owned()),
+                "value": *args,
+            }))
+        })
+        .build()
+        .unwrap();
+    registry.register(seen).unwrap();
     let text_args =
-        r#"{"big": 18446744073709551617, "tenth": 0.1, "zero": -0, "huge": 1e400, "x": 5}"#;
-    let result = run(&registry, "echo", text_args).await;
+        r#"{"zero": -0, "big": 18446744073709551617, "tenth": 0.10, "huge": 1e400, "x": 5}"#;
+    let result = run(&registry, "seen", text_args).await;
     // `x` breaks the declared schema (string), but raw tools validate their own input.
-    let value = expect_value(&result);
     assert_eq!(
-        value.to_string(),
-        r#"{"big":18446744073709551617,"tenth":0.1,"zero":-0,"huge":1e+400,"x":5}"#
-    );
-    assert_eq!(
-        support::text(&result),
-        r#"{"big":18446744073709551617,"tenth":0.1,"zero":-0,"huge":1e+400,"x":5}"#
+        expect_value(&result),
+        json!({
+            "text": text_args,
+            "exact": r#"{"zero":-0,"big":18446744073709551617,"tenth":0.10,"huge":1e400,"x":5}"#,
+            "big": "18446744073709551617",
+            // The convenient `serde_json::Value`: keys sorted, numbers as it can hold them.
+            "value": {"big": 18446744073709551617.0, "huge": "1e400", "tenth": 0.1, "x": 5, "zero": 0},
+        })
     );
 }
 
 #[test]
 fn raw_schemas_outside_the_subset_cannot_register() {
     let outcome = ToolDefinition::builder("grep", "Search.")
-        .raw_parameters(json!({
+        .raw_parameters_exact(
+            JsonValue::parse(
+                r#"{
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "minLength": 1},
@@ -308,7 +414,10 @@ fn raw_schemas_outside_the_subset_cannot_register() {
                     "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
                 }}
             }
-        }))
+        }"#,
+            )
+            .unwrap(),
+        )
         .raw_output(json!({}), |_, _| Vec::new())
         .execute(|args, _| async move { Ok((*args).clone()) })
         .build();
@@ -771,10 +880,12 @@ fn schemas_are_deterministic_and_carry_only_model_fields() {
     let mut reversed = names;
     reversed.reverse();
     assert_eq!(forward, build(&reversed));
-    let parsed: Vec<Value> = serde_json::from_str(&forward).unwrap();
+    // Parsed exactly: a `serde_json::Value` would sort the keys it is asked about.
+    let parsed = JsonValue::parse(&forward).unwrap();
+    let parsed = parsed.as_array().unwrap();
     let listed: Vec<&str> = parsed.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(listed, vec!["alpha", "beta_2", "edit", "mid-dle", "zeta"]);
-    for schema in &parsed {
+    for schema in parsed {
         let keys: Vec<&String> = schema.as_object().unwrap().keys().collect();
         assert_eq!(keys, vec!["name", "description", "parameters"]);
     }
@@ -783,7 +894,7 @@ fn schemas_are_deterministic_and_carry_only_model_fields() {
 
 #[test]
 fn strict_projection_closes_objects_and_requires_everything() {
-    let schema = ValueSchema::for_type::<EditArgs>().unwrap();
+    let schema = ValueSchema::for_type_in_field_order::<EditArgs>().unwrap();
     insta::assert_snapshot!(
         "strict_edit_args",
         serde_json::to_string_pretty(&schema.to_strict_json()).unwrap()

@@ -124,7 +124,8 @@ async fn plain_parameters_become_a_closed_arguments_object() {
                 },
                 "required": ["text"],
                 "additionalProperties": false
-            }),
+            })
+            .into(),
         }
     );
     let definition = registry.get("echo", None).unwrap();
@@ -199,7 +200,8 @@ async fn the_context_is_no_argument_and_any_error_that_converts_is_a_tool_error(
                 "type": "object",
                 "properties": {},
                 "additionalProperties": false
-            }),
+            })
+            .into(),
         }
     );
     let ok = run(&registry, "call-7", "whoami", json!({})).await;

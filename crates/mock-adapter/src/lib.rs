@@ -37,6 +37,7 @@
 pub struct ReadmeDoctests;
 
 use agent_loop::{FinishReason, ModelAdapter, ModelError, ModelEvent, ModelRequest, ModelStream};
+use dsh_tools::json::{JsonNumber, JsonValue};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -248,10 +249,10 @@ struct ScriptStep {
     tool_calls: Vec<ScriptToolCall>,
     #[serde(default)]
     error: Option<String>,
-    /// Read as any JSON so that a negative, fractional or huge value is reported with its
-    /// field's pointer, like one over [`MAX_DELAY_MS`].
+    /// Read as any JSON, exactly, so that a negative, fractional or huge value is reported as
+    /// written with its field's pointer, like one over [`MAX_DELAY_MS`].
     #[serde(default)]
-    delay_ms: Option<Value>,
+    delay_ms: Option<JsonValue>,
 }
 
 #[derive(Deserialize)]
@@ -418,8 +419,8 @@ impl MockAdapter {
 }
 
 /// The delay of step `index` (0-based), checked against [`MAX_DELAY_MS`].
-fn delay(index: usize, value: &Value) -> Result<Duration, ScriptError> {
-    match value.as_u64() {
+fn delay(index: usize, value: &JsonValue) -> Result<Duration, ScriptError> {
+    match value.as_number().and_then(JsonNumber::as_u64) {
         Some(ms) if ms <= MAX_DELAY_MS => Ok(Duration::from_millis(ms)),
         _ => Err(ScriptError::Field {
             pointer: format!("/steps/{index}/delayMs"),

@@ -109,12 +109,13 @@ fn wire_message(config: &AdapterConfig, message: &Message) -> Option<WireMessage
 /// One tool declaration, in the strict projection when configured.
 fn wire_tool(config: &AdapterConfig, tool: &ToolSchema) -> Result<WireTool, AdapterError> {
     let (parameters, strict) = if config.strict_tools {
-        let schema = ValueSchema::parameters_from_json(&tool.parameters).map_err(|error| {
-            AdapterError::Unsupported {
-                provider: config.provider.to_string(),
-                what: format!("tool {} has no strict projection: {error}", tool.name),
-            }
-        })?;
+        let schema =
+            ValueSchema::parameters_from_exact_json(&tool.parameters).map_err(|error| {
+                AdapterError::Unsupported {
+                    provider: config.provider.to_string(),
+                    what: format!("tool {} has no strict projection: {error}", tool.name),
+                }
+            })?;
         (schema.to_strict_json(), Some(true))
     } else {
         (tool.parameters.clone(), None)

@@ -80,7 +80,8 @@ pub(crate) struct WireTool {
 pub(crate) struct WireFunction {
     pub(crate) name: String,
     pub(crate) description: String,
-    pub(crate) parameters: Value,
+    /// Held losslessly, so the model sees the properties in their declared order.
+    pub(crate) parameters: dsh_tools::json::JsonValue,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) strict: Option<bool>,
 }

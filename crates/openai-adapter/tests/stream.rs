@@ -159,7 +159,8 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
             "type": "object",
             "properties": {"command": {"type": "string"}, "timeout_ms": {"type": "integer"}},
             "required": ["command"],
-        }),
+        })
+        .into(),
     };
     // A later step of a DeepSeek thinking-mode turn: the reasoning of the tool-call message
     // goes back; the reasoning of a plain answer does not.
@@ -272,7 +273,8 @@ async fn strict_tools_are_sent_in_the_strict_projection() {
             "type": "object",
             "properties": {"command": {"type": "string"}, "timeout_ms": {"type": "integer"}},
             "required": ["command"],
-        }),
+        })
+        .into(),
     };
     let request = ModelRequest::new("", vec![Message::user("go")], vec![tool]);
     let events = collect(openai(&server).strict_tools(true), &request).await;
@@ -314,7 +316,7 @@ async fn settings_the_provider_would_not_honour_are_errors_before_any_request() 
     let tool = ToolSchema {
         name: "bash".into(),
         description: "Run a command.".into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
     };
     let request = ModelRequest::new("", vec![Message::user("go")], vec![tool]);
     let events = collect(

@@ -37,7 +37,7 @@ pub(crate) struct Integer;
 impl<'de> Deserialize<'de> for Integer {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Integer, D::Error> {
         let number = Number::deserialize(deserializer)?;
-        if !dsh_tools::json::is_integer(&number) {
+        if !dsh_tools::json::is_integer(&dsh_tools::json::JsonNumber::from(&number)) {
             return Err(D::Error::custom("not an integer"));
         }
         Ok(Integer)

@@ -339,7 +339,8 @@ fn non_blank(v: &Value) -> bool {
 }
 
 fn integer(v: &Value) -> bool {
-    v.as_number().is_some_and(dsh_tools::json::is_integer)
+    v.as_number()
+        .is_some_and(|n| dsh_tools::json::is_integer(&n.into()))
 }
 
 /// The oracle: which arguments each presenter must accept.

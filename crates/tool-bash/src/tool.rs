@@ -186,10 +186,11 @@ struct BashArgs {
 
 /// Checks the arguments: the background switch, the schema, then the rules it cannot express.
 fn parse_bash_args(
-    args: &Value,
+    exec: &ExecContext,
     schema: &ValueSchema,
     background: bool,
 ) -> Result<BashArgs, ToolError> {
+    let args = exec.exact_args();
     if !background && args.get("run_in_background").is_some() {
         return Err(ToolError::invalid_args(
             "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
@@ -201,7 +202,8 @@ fn parse_bash_args(
     }
     // The schema admits any integer; the located read names the field when one does not fit
     // (`-1`, `1e300`, `2^64` for `timeout_ms`).
-    let args: BashArgs = dsh_tools::json::from_value_located(args)
+    let args: BashArgs = exec
+        .typed_args()
         .map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
@@ -402,7 +404,7 @@ fn bash_tool(
     ToolDefinition::builder(BASH_TOOL, description)
         // Raw parameters: the body checks them itself, so the disabled background switch gets
         // its own clear message rather than a generic "unknown property".
-        .raw_parameters(schema.to_json())
+        .raw_parameters_exact(schema.to_json())
         .output(
             ToolOutput::new(bash_output_schema(), |_, value| {
                 vec![ContentBlock::text(render_bash(value))]
@@ -414,12 +416,12 @@ fn bash_tool(
         )
         .present_call(presenters::bash::present_call)
         .present_result(presenters::bash::present_result)
-        .execute(move |args, exec: ExecContext| {
+        .execute(move |_, exec: ExecContext| {
             let executor = Arc::clone(&executor);
             let jobs = jobs.clone();
             let schema = Arc::clone(&checked);
             async move {
-                let args = parse_bash_args(&args, &schema, background)?;
+                let args = parse_bash_args(&exec, &schema, background)?;
                 dsh_tools::runtime::require(executor.required_drivers())?;
                 let request = ShellRequest {
                     command: args.command,
@@ -685,7 +687,8 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
         async move {
             let id = job_id(&args)?;
             let caller = caller(&exec);
-            let options: JobOutputOptions = dsh_tools::json::from_value_located(&args)
+            let options: JobOutputOptions = exec
+                .typed_args()
                 .map_err(|e| ToolError::invalid_args(e.to_string()))?;
             if options.wait {
                 // Waiting is bounded by a timer.

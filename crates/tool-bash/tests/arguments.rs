@@ -268,7 +268,7 @@ async fn timeout_errors_say_which_number_does_not_fit() {
     }
     let expected: Vec<String> = [
         "-1 is out of range for this field",
-        "1e+300 is out of range for this field",
+        "1e300 is out of range for this field",
         "18446744073709551616 is out of range for this field",
         "expected integer, got string",
         "expected integer, got number",

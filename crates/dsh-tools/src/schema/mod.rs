@@ -13,13 +13,15 @@
 //!   and lists all offending JSON pointers.
 
 mod normalize;
+mod order;
 mod raw;
 mod strict;
 mod validate;
 
 pub use validate::{Violation, validate};
 
-use serde_json::{Map, Value};
+use crate::json::{JsonObject, JsonValue};
+use serde_json::Value;
 use std::fmt;
 
 /// A node of the value-schema subset, with its annotations.
@@ -41,9 +43,9 @@ pub enum SchemaKind {
         /// The scalar type.
         ty: ScalarType,
         /// `enum`: the allowed values (each of type `ty`).
-        allowed: Option<Vec<Value>>,
+        allowed: Option<Vec<JsonValue>>,
         /// `const`: the single allowed value (of type `ty`).
-        constant: Option<Value>,
+        constant: Option<JsonValue>,
     },
     /// An array; `items` absent means any JSON item.
     Array {
@@ -97,13 +99,13 @@ impl ScalarType {
     }
 
     /// Whether a value is of this scalar type.
-    pub fn matches(self, value: &Value) -> bool {
+    pub fn matches(self, value: &JsonValue) -> bool {
         match (self, value) {
-            (ScalarType::String, Value::String(_)) => true,
-            (ScalarType::Number, Value::Number(_)) => true,
-            (ScalarType::Integer, Value::Number(n)) => crate::json::is_integer(n),
-            (ScalarType::Boolean, Value::Bool(_)) => true,
-            (ScalarType::Null, Value::Null) => true,
+            (ScalarType::String, JsonValue::String(_)) => true,
+            (ScalarType::Number, JsonValue::Number(_)) => true,
+            (ScalarType::Integer, JsonValue::Number(n)) => crate::json::is_integer(n),
+            (ScalarType::Boolean, JsonValue::Bool(_)) => true,
+            (ScalarType::Null, JsonValue::Null) => true,
             _ => false,
         }
     }
@@ -162,9 +164,9 @@ pub struct Annotations {
     /// `title`.
     pub title: Option<String>,
     /// `default`.
-    pub default: Option<Value>,
+    pub default: Option<JsonValue>,
     /// `examples`.
-    pub examples: Option<Value>,
+    pub examples: Option<JsonValue>,
 }
 
 /// Why a schema is outside the subset: every offending place, by JSON pointer into the schema.
@@ -311,7 +313,10 @@ impl ValueSchema {
 
     /// Limits a scalar node to the listed values (`enum`).
     pub fn allowed(mut self, values: impl IntoIterator<Item = impl Into<Value>>) -> ValueSchema {
-        let list: Vec<Value> = values.into_iter().map(Into::into).collect();
+        let list: Vec<JsonValue> = values
+            .into_iter()
+            .map(|value| JsonValue::from(value.into()))
+            .collect();
         match &mut self.kind {
             SchemaKind::Scalar { allowed, .. } => *allowed = Some(list),
             _ => self.misuse = Some("`allowed` (enum) applies only to scalar nodes"),
@@ -321,7 +326,7 @@ impl ValueSchema {
 
     /// Limits a scalar node to one value (`const`).
     pub fn constant(mut self, value: impl Into<Value>) -> ValueSchema {
-        let value = value.into();
+        let value = JsonValue::from(value.into());
         match &mut self.kind {
             SchemaKind::Scalar { constant, .. } => *constant = Some(value),
             _ => self.misuse = Some("`constant` (const) applies only to scalar nodes"),
@@ -343,14 +348,18 @@ impl ValueSchema {
 
     /// Sets the `default` annotation (documentation only; nothing fills it in).
     pub fn default_value(mut self, value: impl Into<Value>) -> ValueSchema {
-        self.annotations.default = Some(value.into());
+        self.annotations.default = Some(JsonValue::from(value.into()));
         self
     }
 
     /// Sets the `examples` annotation.
     pub fn examples(mut self, values: impl IntoIterator<Item = impl Into<Value>>) -> ValueSchema {
-        self.annotations.examples =
-            Some(Value::Array(values.into_iter().map(Into::into).collect()));
+        self.annotations.examples = Some(JsonValue::Array(
+            values
+                .into_iter()
+                .map(|value| JsonValue::from(value.into()))
+                .collect(),
+        ));
         self
     }
 
@@ -374,7 +383,7 @@ impl ValueSchema {
 
     /// Whether `null` is valid for this node.
     pub fn accepts_null(&self) -> bool {
-        validate(self, &Value::Null).is_ok()
+        validate(self, &JsonValue::Null).is_ok()
     }
 
     /// Checks that a schema built with the DSL is inside the subset (the same rules a raw schema
@@ -383,7 +392,7 @@ impl ValueSchema {
     pub fn check(&self) -> Result<(), SchemaError> {
         let mut violations = Vec::new();
         self.collect_misuse("", &mut violations);
-        if let Err(err) = ValueSchema::from_json(&self.to_json()) {
+        if let Err(err) = ValueSchema::from_exact_json(&self.to_json()) {
             violations.extend(err.violations);
         }
         if violations.is_empty() {
@@ -417,14 +426,14 @@ impl ValueSchema {
     }
 
     /// The JSON Schema (draft 2020-12) form: exactly what a model request carries.
-    pub fn to_json(&self) -> Value {
-        let mut out = Map::new();
+    pub fn to_json(&self) -> JsonValue {
+        let mut out = JsonObject::new();
         let a = &self.annotations;
         if let Some(title) = &a.title {
-            out.insert("title".into(), Value::String(title.clone()));
+            out.insert("title", title.as_str());
         }
         if let Some(description) = &a.description {
-            out.insert("description".into(), Value::String(description.clone()));
+            out.insert("description", description.as_str());
         }
         match &self.kind {
             SchemaKind::Scalar {
@@ -432,54 +441,52 @@ impl ValueSchema {
                 allowed,
                 constant,
             } => {
-                out.insert("type".into(), Value::String(ty.as_str().into()));
+                out.insert("type", ty.as_str());
                 if let Some(allowed) = allowed {
-                    out.insert("enum".into(), Value::Array(allowed.clone()));
+                    out.insert("enum", allowed.clone());
                 }
                 if let Some(constant) = constant {
-                    out.insert("const".into(), constant.clone());
+                    out.insert("const", constant.clone());
                 }
             }
             SchemaKind::Array { items } => {
-                out.insert("type".into(), Value::String("array".into()));
+                out.insert("type", "array");
                 if let Some(items) = items {
-                    out.insert("items".into(), items.to_json());
+                    out.insert("items", items.to_json());
                 }
             }
             SchemaKind::Object(object) => {
-                out.insert("type".into(), Value::String("object".into()));
-                let properties: Map<String, Value> = object
+                out.insert("type", "object");
+                let properties: JsonObject = object
                     .properties
                     .iter()
                     .map(|(k, v)| (k.clone(), v.to_json()))
                     .collect();
-                out.insert("properties".into(), Value::Object(properties));
+                out.insert("properties", properties);
                 if !object.required.is_empty() {
-                    out.insert(
-                        "required".into(),
-                        Value::Array(object.required.iter().cloned().map(Value::String).collect()),
-                    );
+                    let required: Vec<JsonValue> = object
+                        .required
+                        .iter()
+                        .cloned()
+                        .map(JsonValue::String)
+                        .collect();
+                    out.insert("required", required);
                 }
-                out.insert(
-                    "additionalProperties".into(),
-                    Value::Bool(object.additional_properties),
-                );
+                out.insert("additionalProperties", object.additional_properties);
             }
             SchemaKind::Json => {}
             SchemaKind::OneOf(branches) => {
-                out.insert(
-                    "oneOf".into(),
-                    Value::Array(branches.iter().map(ValueSchema::to_json).collect()),
-                );
+                let branches: Vec<JsonValue> = branches.iter().map(ValueSchema::to_json).collect();
+                out.insert("oneOf", branches);
             }
         }
         if let Some(default) = &a.default {
-            out.insert("default".into(), default.clone());
+            out.insert("default", default.clone());
         }
         if let Some(examples) = &a.examples {
-            out.insert("examples".into(), examples.clone());
+            out.insert("examples", examples.clone());
         }
-        Value::Object(out)
+        JsonValue::Object(out)
     }
 
     /// The OpenAI/DeepSeek "strict" projection for providers that offer strict function
@@ -489,7 +496,7 @@ impl ValueSchema {
     ///
     /// A host that uses it should treat a `null` for an originally optional property as absent
     /// ([`strip_strict_nulls`] does that) before executing the call.
-    pub fn to_strict_json(&self) -> Value {
+    pub fn to_strict_json(&self) -> JsonValue {
         strict::project(self)
     }
 
@@ -498,8 +505,28 @@ impl ValueSchema {
     /// enums become string `enum`s, `deny_unknown_fields` closes an object and its absence
     /// opens it, doc comments become descriptions, and integer-width `format`s and bounds that
     /// serde enforces anyway are dropped.
+    ///
+    /// Properties come in `schemars`' order, which is alphabetical, except that the tag of an
+    /// internally tagged enum's variant comes first (see
+    /// [`ValueSchema::for_type_in_field_order`] for the declared order).
     pub fn for_type<T: schemars::JsonSchema>() -> Result<ValueSchema, SchemaError> {
-        normalize::for_type::<T>()
+        let mut schema = normalize::for_type::<T>()?;
+        order::tags_first(&mut schema);
+        Ok(schema)
+    }
+
+    /// [`ValueSchema::for_type`] with object properties in the order the Rust type declares
+    /// them, read from its `Deserialize` implementation. Typed tools' parameters are built this
+    /// way. Structs inside arrays, maps, enums and `#[serde(flatten)]` keep the alphabetical
+    /// order (`docs/design/lossless-json.md`).
+    pub fn for_type_in_field_order<T>() -> Result<ValueSchema, SchemaError>
+    where
+        T: schemars::JsonSchema + serde::de::DeserializeOwned,
+    {
+        let mut schema = normalize::for_type::<T>()?;
+        order::apply_declared_order::<T>(&mut schema);
+        order::tags_first(&mut schema);
+        Ok(schema)
     }
 
     /// Accepts a raw JSON Schema if it is inside the subset. Every unsupported keyword or
@@ -507,7 +534,17 @@ impl ValueSchema {
     ///
     /// An object node must declare `additionalProperties` as `true` or `false`; use
     /// [`ValueSchema::parameters_from_json`] for a parameter root, which may leave it out.
+    ///
+    /// A `serde_json::Value` has sorted its object keys; to keep the declared property order,
+    /// parse the schema's text with [`JsonValue::parse`] and use
+    /// [`ValueSchema::from_exact_json`].
     pub fn from_json(schema: &Value) -> Result<ValueSchema, SchemaError> {
+        raw::accept_value(schema, raw::Root::Value)
+    }
+
+    /// [`ValueSchema::from_json`] for a schema held losslessly: property order and numbers
+    /// (`enum`, `const`) are kept as written.
+    pub fn from_exact_json(schema: &JsonValue) -> Result<ValueSchema, SchemaError> {
         raw::accept(schema, raw::Root::Value)
     }
 
@@ -515,6 +552,12 @@ impl ValueSchema {
     /// (the parameter root is open to undeclared keys unless the author closes it). Nested
     /// object nodes must still declare it.
     pub fn parameters_from_json(schema: &Value) -> Result<ValueSchema, SchemaError> {
+        raw::accept_value(schema, raw::Root::Parameters)
+    }
+
+    /// [`ValueSchema::parameters_from_json`] for a schema held losslessly (declared property
+    /// order kept).
+    pub fn parameters_from_exact_json(schema: &JsonValue) -> Result<ValueSchema, SchemaError> {
         raw::accept(schema, raw::Root::Parameters)
     }
 }
@@ -523,7 +566,7 @@ impl ValueSchema {
 /// accept `null` for them, turning a strict-mode call back into one the original schema
 /// validates. Recurses through declared object properties, array items and the one `oneOf`
 /// branch that matches after stripping.
-pub fn strip_strict_nulls(schema: &ValueSchema, value: &Value) -> Value {
+pub fn strip_strict_nulls(schema: &ValueSchema, value: &JsonValue) -> JsonValue {
     strict::strip_nulls(schema, value)
 }
 
@@ -582,6 +625,9 @@ mod tests {
         ])
         .default_value(json!(null))
         .examples([json!([1])]);
-        assert_eq!(ValueSchema::from_json(&schema.to_json()).unwrap(), schema);
+        assert_eq!(
+            ValueSchema::from_exact_json(&schema.to_json()).unwrap(),
+            schema
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! to refuse with its pointer, so an unenforced constraint never reaches a model silently.
 
 use super::{SchemaError, ValueSchema, raw};
-use crate::json::{Decimal, pointer_push};
+use crate::json::{Decimal, JsonValue, pointer_push};
 use serde_json::{Map, Value, json};
 
 /// Keywords that carry no validation meaning for us and are not part of the subset's
@@ -47,7 +47,7 @@ pub(super) fn for_type<T: schemars::JsonSchema>() -> Result<ValueSchema, SchemaE
             violations: normalizer.problems,
         });
     }
-    raw::accept(&normalized, raw::Root::Value).map_err(|mut err| {
+    raw::accept(&JsonValue::from(&normalized), raw::Root::Value).map_err(|mut err| {
         for violation in &mut err.violations {
             violation.message = format!(
                 "{} (in the schema derived from `{}`)",
@@ -216,7 +216,7 @@ impl Normalizer {
                         .iter()
                         .filter(|v| {
                             super::ScalarType::parse(ty.as_str().unwrap_or(""))
-                                .is_some_and(|t| t.matches(v))
+                                .is_some_and(|t| t.matches(&JsonValue::from(*v)))
                         })
                         .cloned()
                         .collect();
@@ -413,8 +413,7 @@ fn combine(base: Value, siblings: Map<String, Value>) -> Value {
         base.get("additionalProperties"),
         siblings.get("additionalProperties"),
     ]
-    .iter()
-    .any(|v| *v == Some(&Value::Bool(false)));
+    .contains(&Some(&Value::Bool(false)));
     base.insert("type".into(), Value::String("object".into()));
     base.insert("properties".into(), Value::Object(properties));
     if !required.is_empty() {
@@ -499,7 +498,8 @@ mod tests {
 
     #[test]
     fn rust_types_normalise_into_the_subset() {
-        let schema = ValueSchema::for_type::<Args>().unwrap();
+        // In the declared field order, as typed tools get it (`schema::order`).
+        let schema = ValueSchema::for_type_in_field_order::<Args>().unwrap();
         insta::assert_snapshot!(
             "normalised_args",
             serde_json::to_string_pretty(&schema.to_json()).unwrap()
@@ -583,7 +583,7 @@ mod tests {
         let schema = ValueSchema::for_type::<Placed>().unwrap();
         let check = |value: serde_json::Value, valid: bool| {
             assert_eq!(
-                super::super::validate(&schema, &value).is_ok(),
+                super::super::validate(&schema, &JsonValue::from(&value)).is_ok(),
                 valid,
                 "{value}"
             );

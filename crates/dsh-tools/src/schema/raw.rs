@@ -3,8 +3,8 @@
 
 use super::{Annotations, ObjectSchema, ScalarType, SchemaError, SchemaKind, ValueSchema};
 use crate::json::pointer_push;
+use crate::json::{JsonObject, JsonValue};
 use crate::schema::Violation;
-use serde_json::{Map, Value};
 
 /// Nesting beyond this is refused rather than risking the stack on hostile input.
 const MAX_DEPTH: usize = 128;
@@ -20,7 +20,25 @@ pub(super) enum Root {
     Parameters,
 }
 
-pub(super) fn accept(schema: &Value, root: Root) -> Result<ValueSchema, SchemaError> {
+/// [`accept`] for a `serde_json::Value`, measured before it is converted: a schema node is two
+/// JSON levels deep at most (`properties`, then the name), so anything deeper than twice
+/// [`MAX_DEPTH`] would be refused by the walk anyway.
+pub(super) fn accept_value(
+    schema: &serde_json::Value,
+    root: Root,
+) -> Result<ValueSchema, SchemaError> {
+    if crate::json::nests_deeper_than(schema, 2 * MAX_DEPTH + 2) {
+        return Err(SchemaError {
+            violations: vec![Violation::new(
+                "",
+                format!("schema nests deeper than {MAX_DEPTH} levels"),
+            )],
+        });
+    }
+    accept(&JsonValue::from(schema), root)
+}
+
+pub(super) fn accept(schema: &JsonValue, root: Root) -> Result<ValueSchema, SchemaError> {
     let mut walk = Walk {
         violations: Vec::new(),
     };
@@ -59,7 +77,7 @@ impl Walk {
     /// offending place is found in one pass.
     fn node(
         &mut self,
-        schema: &Value,
+        schema: &JsonValue,
         at: &str,
         depth: usize,
         parameter_root: bool,
@@ -68,7 +86,7 @@ impl Walk {
             self.fail(at, format!("schema nests deeper than {MAX_DEPTH} levels"));
             return None;
         }
-        let Value::Object(node) = schema else {
+        let JsonValue::Object(node) = schema else {
             self.fail(at, "must be a schema object");
             return None;
         };
@@ -98,7 +116,7 @@ impl Walk {
             }
             (None, None) => {
                 for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
-                    if node.contains_key(*key) {
+                    if node.contains_key(key) {
                         self.fail(
                             &pointer_push(at, key),
                             format!("`{key}` needs a `type` on the same node"),
@@ -121,10 +139,10 @@ impl Walk {
         }
     }
 
-    fn annotations(&mut self, node: &Map<String, Value>, at: &str) -> Annotations {
+    fn annotations(&mut self, node: &JsonObject, at: &str) -> Annotations {
         let mut text = |key: &str| match node.get(key) {
             None => None,
-            Some(Value::String(s)) => Some(s.clone()),
+            Some(JsonValue::String(s)) => Some(s.clone()),
             Some(_) => {
                 self.fail(&pointer_push(at, key), format!("`{key}` must be a string"));
                 None
@@ -140,13 +158,13 @@ impl Walk {
 
     fn one_of(
         &mut self,
-        node: &Map<String, Value>,
-        branches: &Value,
+        node: &JsonObject,
+        branches: &JsonValue,
         at: &str,
         depth: usize,
     ) -> Option<SchemaKind> {
         for key in OBJECT_ONLY.iter().chain(&["items", "enum", "const"]) {
-            if node.contains_key(*key) {
+            if node.contains_key(key) {
                 self.fail(
                     &pointer_push(at, key),
                     format!("`{key}` is not supported beside `oneOf`; put it in the branches"),
@@ -154,7 +172,7 @@ impl Walk {
             }
         }
         let here = pointer_push(at, "oneOf");
-        let Value::Array(list) = branches else {
+        let JsonValue::Array(list) = branches else {
             self.fail(&here, "`oneOf` must be an array of schemas");
             return None;
         };
@@ -174,16 +192,16 @@ impl Walk {
 
     fn typed(
         &mut self,
-        node: &Map<String, Value>,
-        ty: &Value,
+        node: &JsonObject,
+        ty: &JsonValue,
         at: &str,
         depth: usize,
         parameter_root: bool,
     ) -> Option<SchemaKind> {
         let type_at = pointer_push(at, "type");
         let name = match ty {
-            Value::String(name) => name.as_str(),
-            Value::Array(_) => {
+            JsonValue::String(name) => name.as_str(),
+            JsonValue::Array(_) => {
                 self.fail(
                     &type_at,
                     "type arrays are not supported; use `oneOf` (e.g. a type and `null`)",
@@ -232,9 +250,9 @@ impl Walk {
         }
     }
 
-    fn reject_keys(&mut self, node: &Map<String, Value>, at: &str, keys: &[&str], ty: &str) {
+    fn reject_keys(&mut self, node: &JsonObject, at: &str, keys: &[&str], ty: &str) {
         for key in keys {
-            if node.contains_key(*key) {
+            if node.contains_key(key) {
                 self.fail(
                     &pointer_push(at, key),
                     format!("`{key}` does not apply to type `{ty}`"),
@@ -243,15 +261,10 @@ impl Walk {
         }
     }
 
-    fn scalar(
-        &mut self,
-        node: &Map<String, Value>,
-        ty: ScalarType,
-        at: &str,
-    ) -> Option<SchemaKind> {
+    fn scalar(&mut self, node: &JsonObject, ty: ScalarType, at: &str) -> Option<SchemaKind> {
         let allowed = match node.get("enum") {
             None => None,
-            Some(Value::Array(values)) if !values.is_empty() => {
+            Some(JsonValue::Array(values)) if !values.is_empty() => {
                 for (i, value) in values.iter().enumerate() {
                     if !ty.matches(value) {
                         self.fail(
@@ -298,7 +311,7 @@ impl Walk {
 
     fn object(
         &mut self,
-        node: &Map<String, Value>,
+        node: &JsonObject,
         at: &str,
         depth: usize,
         parameter_root: bool,
@@ -307,7 +320,7 @@ impl Walk {
         let mut complete = true;
         match node.get("properties") {
             None => {}
-            Some(Value::Object(map)) => {
+            Some(JsonValue::Object(map)) => {
                 let here = pointer_push(at, "properties");
                 for (name, schema) in map {
                     match self.node(schema, &pointer_push(&here, name), depth + 1, false) {
@@ -327,14 +340,14 @@ impl Walk {
         let mut required = Vec::new();
         match node.get("required") {
             None => {}
-            Some(Value::Array(names)) => {
+            Some(JsonValue::Array(names)) => {
                 let here = pointer_push(at, "required");
                 for (i, name) in names.iter().enumerate() {
                     match name {
-                        Value::String(name) => {
+                        JsonValue::String(name) => {
                             let declared = node
                                 .get("properties")
-                                .and_then(Value::as_object)
+                                .and_then(JsonValue::as_object)
                                 .is_some_and(|p| p.contains_key(name));
                             if !declared {
                                 self.fail(
@@ -364,7 +377,7 @@ impl Walk {
             ),
         }
         let additional_properties = match node.get("additionalProperties") {
-            Some(Value::Bool(open)) => *open,
+            Some(JsonValue::Bool(open)) => *open,
             Some(_) => {
                 self.fail(
                     &pointer_push(at, "additionalProperties"),
@@ -395,6 +408,7 @@ impl Walk {
 mod tests {
     use super::*;
     use serde_json::json;
+    use serde_json::{Map, Value};
 
     fn pointers(schema: Value) -> Vec<String> {
         ValueSchema::from_json(&schema)
@@ -407,7 +421,9 @@ mod tests {
 
     #[test]
     fn every_unsupported_keyword_is_listed() {
-        let schema = json!({
+        // Parsed exactly, so the walk (and the report) follows the declared order.
+        let schema = JsonValue::parse(
+            r#"{
             "type": "object",
             "additionalProperties": false,
             "minProperties": 1,
@@ -420,9 +436,16 @@ mod tests {
                     }}
                 }
             }
-        });
+        }"#,
+        )
+        .unwrap();
         assert_eq!(
-            pointers(schema),
+            ValueSchema::from_exact_json(&schema)
+                .unwrap_err()
+                .violations
+                .into_iter()
+                .map(|v| v.pointer)
+                .collect::<Vec<_>>(),
             vec![
                 "/minProperties",
                 "/properties/path/pattern",

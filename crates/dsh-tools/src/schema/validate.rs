@@ -1,8 +1,8 @@
 //! The validator: every rule the subset can declare, checked with JSON-pointer violations.
 
 use super::{ObjectSchema, SchemaKind, ValueSchema};
+use crate::json::JsonValue;
 use crate::json::{pointer_push, type_name, values_equal};
-use serde_json::Value;
 use std::fmt;
 
 /// One validation problem: where (a JSON pointer into the validated value, or into the schema
@@ -37,8 +37,10 @@ impl fmt::Display for Violation {
 /// Validates a value against a schema, reporting every violation.
 ///
 /// Numbers are compared losslessly: an integer beyond `u64` is still an integer, `1.0` is a valid
-/// integer, and `enum`/`const` compare numbers by value.
-pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation>> {
+/// integer, and `enum`/`const` compare numbers by value. Parse argument text with
+/// [`JsonValue::parse`](crate::json::JsonValue::parse) to keep every digit; a
+/// `serde_json::Value` converts with `JsonValue::from`, with the digits it has kept.
+pub fn validate(schema: &ValueSchema, value: &JsonValue) -> Result<(), Vec<Violation>> {
     // The common case, a valid value, takes a pass that allocates nothing; pointers and
     // messages are built only when there is something to report.
     if is_valid(schema, value) {
@@ -60,7 +62,7 @@ pub fn validate(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation
 
 /// Whether a value is valid, without building any diagnostics. It restates every rule of
 /// [`check`]; a property test holds the two to the same verdict.
-fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
+fn is_valid(schema: &ValueSchema, value: &JsonValue) -> bool {
     match &schema.kind {
         SchemaKind::Json => true,
         SchemaKind::Scalar {
@@ -77,13 +79,13 @@ fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
                     .is_none_or(|constant| values_equal(constant, value))
         }
         SchemaKind::Array { items } => match value {
-            Value::Array(list) => items
+            JsonValue::Array(list) => items
                 .as_ref()
                 .is_none_or(|items| list.iter().all(|item| is_valid(items, item))),
             _ => false,
         },
         SchemaKind::Object(object) => {
-            let Value::Object(map) = value else {
+            let JsonValue::Object(map) = value else {
                 return false;
             };
             object.required.iter().all(|name| map.contains_key(name))
@@ -107,7 +109,7 @@ fn is_valid(schema: &ValueSchema, value: &Value) -> bool {
     }
 }
 
-fn check(schema: &ValueSchema, value: &Value, at: &str, out: &mut Vec<Violation>) {
+fn check(schema: &ValueSchema, value: &JsonValue, at: &str, out: &mut Vec<Violation>) {
     match &schema.kind {
         SchemaKind::Json => {}
         SchemaKind::Scalar {
@@ -145,7 +147,7 @@ fn check(schema: &ValueSchema, value: &Value, at: &str, out: &mut Vec<Violation>
             }
         }
         SchemaKind::Array { items } => {
-            let Value::Array(list) = value else {
+            let JsonValue::Array(list) = value else {
                 out.push(Violation::new(
                     at,
                     format!("expected array, got {}", type_name(value)),
@@ -163,8 +165,8 @@ fn check(schema: &ValueSchema, value: &Value, at: &str, out: &mut Vec<Violation>
     }
 }
 
-fn check_object(object: &ObjectSchema, value: &Value, at: &str, out: &mut Vec<Violation>) {
-    let Value::Object(map) = value else {
+fn check_object(object: &ObjectSchema, value: &JsonValue, at: &str, out: &mut Vec<Violation>) {
+    let JsonValue::Object(map) = value else {
         out.push(Violation::new(
             at,
             format!("expected object, got {}", type_name(value)),
@@ -191,7 +193,7 @@ fn check_object(object: &ObjectSchema, value: &Value, at: &str, out: &mut Vec<Vi
     }
 }
 
-fn check_one_of(branches: &[ValueSchema], value: &Value, at: &str, out: &mut Vec<Violation>) {
+fn check_one_of(branches: &[ValueSchema], value: &JsonValue, at: &str, out: &mut Vec<Violation>) {
     let mut matched = Vec::new();
     let mut failures = Vec::with_capacity(branches.len());
     for (i, branch) in branches.iter().enumerate() {
@@ -290,10 +292,10 @@ fn alternatives(branches: &[ValueSchema]) -> String {
 }
 
 /// A value as a message shows it: its type, and its text when short.
-fn describe_value(value: &Value) -> String {
+fn describe_value(value: &JsonValue) -> String {
     match value {
         // `null` is its own text: `got null`, not `got null null`.
-        Value::Object(_) | Value::Array(_) | Value::Null => type_name(value).to_owned(),
+        JsonValue::Object(_) | JsonValue::Array(_) | JsonValue::Null => type_name(value).to_owned(),
         scalar => {
             let text = scalar.to_string();
             if text.len() <= 40 {
@@ -307,14 +309,14 @@ fn describe_value(value: &Value) -> String {
 
 /// Whether a value looks like it was meant for this branch: same JSON type, and for objects,
 /// every present `const`-valued property agrees.
-fn aims_at(branch: &ValueSchema, value: &Value) -> bool {
+fn aims_at(branch: &ValueSchema, value: &JsonValue) -> bool {
     match (&branch.kind, value) {
         (SchemaKind::Json, _) => true,
         (SchemaKind::Scalar { ty, .. }, v) => {
-            ty.matches(v) || matches!((ty, v), (super::ScalarType::Integer, Value::Number(_)))
+            ty.matches(v) || matches!((ty, v), (super::ScalarType::Integer, JsonValue::Number(_)))
         }
-        (SchemaKind::Array { .. }, Value::Array(_)) => true,
-        (SchemaKind::Object(object), Value::Object(map)) => {
+        (SchemaKind::Array { .. }, JsonValue::Array(_)) => true,
+        (SchemaKind::Object(object), JsonValue::Object(map)) => {
             let mut has_tag = false;
             for (name, schema) in object.properties() {
                 if let SchemaKind::Scalar {
@@ -344,7 +346,7 @@ mod strategies;
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     proptest! {
         #![proptest_config(ProptestConfig {
@@ -355,6 +357,7 @@ mod tests {
 
         #[test]
         fn the_fast_pass_agrees_with_the_diagnostic_pass((schema, value) in strategies::pairs()) {
+            let value = JsonValue::from(value);
             let mut violations = Vec::new();
             check(&schema, &value, "", &mut violations);
             prop_assert_eq!(
@@ -368,8 +371,8 @@ mod tests {
         }
     }
 
-    fn violations(schema: &ValueSchema, value: Value) -> Vec<String> {
-        match validate(schema, &value) {
+    fn violations(schema: &ValueSchema, value: serde_json::Value) -> Vec<String> {
+        match validate(schema, &JsonValue::from(value)) {
             Ok(()) => Vec::new(),
             Err(list) => list.into_iter().map(|v| v.to_string()).collect(),
         }
@@ -382,10 +385,16 @@ mod tests {
             .required("items", ValueSchema::array(ValueSchema::integer()))
             .property("mode", ValueSchema::string().allowed(["fast", "slow"]));
         assert_eq!(
-            violations(
+            // Parsed exactly: violations come in the order the value's keys were sent.
+            validate(
                 &schema,
-                json!({"items": [1, 2.5, "x"], "mode": "medium", "extra": true})
-            ),
+                &JsonValue::parse(r#"{"items": [1, 2.5, "x"], "mode": "medium", "extra": true}"#)
+                    .unwrap()
+            )
+            .unwrap_err()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
             vec![
                 "/path: required property is missing",
                 "/items/1: expected integer, got number",
@@ -398,16 +407,37 @@ mod tests {
 
     #[test]
     fn numbers_are_checked_losslessly() {
+        let parse = |text: &str| JsonValue::parse(text).unwrap();
         let int = ValueSchema::integer();
-        for text in ["18446744073709551617", "1.0", "-0", "1e2"] {
-            let v: Value = serde_json::from_str(text).unwrap();
-            assert!(validate(&int, &v).is_ok(), "{text}");
+        for text in ["18446744073709551617", "1.0", "-0", "1e2", "1e400"] {
+            assert!(validate(&int, &parse(text)).is_ok(), "{text}");
         }
-        let v: Value = serde_json::from_str("0.1").unwrap();
-        assert!(validate(&int, &v).is_err());
+        for text in ["0.1", "0.10", "1e-400", "18446744073709551616.5"] {
+            assert!(validate(&int, &parse(text)).is_err(), "{text}");
+        }
         let one = ValueSchema::number().constant(json!(1));
-        let v: Value = serde_json::from_str("1.0").unwrap();
-        assert!(validate(&one, &v).is_ok());
+        assert!(validate(&one, &parse("1.0")).is_ok());
+        // `const` and `enum` compare exact values: 2^64+1 is not 2^64, 0.10 is 0.1.
+        let exact = ValueSchema::from_exact_json(&parse(
+            r#"{"type": "number", "enum": [18446744073709551617, 0.10, 1e400]}"#,
+        ))
+        .unwrap();
+        for text in [
+            "18446744073709551617",
+            "1.8446744073709551617e19",
+            "0.1",
+            "10e399",
+        ] {
+            assert!(validate(&exact, &parse(text)).is_ok(), "{text}");
+        }
+        for text in [
+            "18446744073709551616",
+            "18446744073709551618",
+            "0.11",
+            "1e401",
+        ] {
+            assert!(validate(&exact, &parse(text)).is_err(), "{text}");
+        }
     }
 
     #[test]

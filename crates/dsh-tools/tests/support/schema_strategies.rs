@@ -1,8 +1,13 @@
 //! Generators of (schema, value) pairs over the whole value-schema subset, shared by the
 //! differential test against `jsonschema` and the validator's own unit tests. Included with
-//! `#[path]`; the including module provides `ValueSchema`, `SchemaKind` and `validate`.
+//! `#[path]`; the including module provides `ValueSchema`, `SchemaKind`, `JsonValue` and
+//! `validate`.
+//!
+//! Values are `serde_json::Value`s, which the `jsonschema` oracle reads; numbers that need every
+//! digit are covered by the lossless unit tests, since `serde_json` (and so the oracle) holds
+//! them as `f64`.
 
-use super::{SchemaKind, ValueSchema, validate};
+use super::{JsonValue, SchemaKind, ValueSchema, validate};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -65,7 +70,7 @@ fn scalar_schema() -> impl Strategy<Value = ValueSchema> {
             // Keep only literals of the node's type, as registration requires.
             let typed: Vec<Value> = literals
                 .into_iter()
-                .filter(|v| validate(&schema, v).is_ok())
+                .filter(|v| validate(&schema, &JsonValue::from(v)).is_ok())
                 .collect();
             match (mode, typed.first().cloned()) {
                 (1, Some(first)) => schema.constant(first),
@@ -122,11 +127,12 @@ fn value_for(schema: &ValueSchema) -> BoxedStrategy<Value> {
         SchemaKind::Scalar {
             allowed: Some(allowed),
             ..
-        } => prop::sample::select(allowed.clone()).boxed(),
+        } => prop::sample::select(allowed.iter().map(JsonValue::to_value).collect::<Vec<_>>())
+            .boxed(),
         SchemaKind::Scalar {
             constant: Some(constant),
             ..
-        } => Just(constant.clone()).boxed(),
+        } => Just(constant.to_value()).boxed(),
         SchemaKind::Scalar { .. } | SchemaKind::Json => scalar_pool().boxed(),
         SchemaKind::Array { items } => match items {
             Some(items) => prop::collection::vec(value_for(items), 0..3)

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The presenters' own test support: the card fixtures and generators this test projects.
+#[path = "../../../crates/presenters/tests/support/mod.rs"]
 mod support;
 
 use agent_client_protocol_schema::v1 as schema;
@@ -168,8 +170,7 @@ fn check_update(card: &ToolResultView, failed: bool) -> Value {
     json
 }
 
-/// serde_json's own printer: it writes `arbitrary_precision` numbers as numbers, where insta's
-/// JSON serializer would show their internal representation.
+/// serde_json's own printer, so the snapshots show the JSON an ACP client receives.
 fn pretty(json: &Value) -> String {
     serde_json::to_string_pretty(json).unwrap()
 }
