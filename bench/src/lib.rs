@@ -10,6 +10,7 @@
 //!
 //! It deliberately changes nothing in the library crates: it drives their public APIs only.
 
+mod churn;
 mod dispatch;
 mod fanout;
 mod measure;
@@ -20,6 +21,7 @@ mod spawn;
 mod throughput;
 mod validate;
 
+pub use churn::ChurnSize;
 pub use dispatch::MicroSize;
 pub use fanout::FanoutSize;
 pub use measure::{Extra, Measurement, Rounds, Target, json_line};
@@ -38,13 +40,14 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 6] = [
+pub const BENCHMARKS: [Benchmark; 7] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
     throughput::BENCHMARK,
     fanout::BENCHMARK,
     replay::BENCHMARK,
+    churn::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -62,6 +65,8 @@ pub struct Sizes {
     pub fanout: FanoutSize,
     /// `replay`.
     pub replay: ReplaySize,
+    /// `job_churn`.
+    pub churn: ChurnSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -69,7 +74,8 @@ const fn rounds(warmup: usize, samples: usize) -> Rounds {
 }
 
 impl Sizes {
-    /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events.
+    /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events,
+    /// 100 000 churned jobs.
     pub const FULL: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20_000,
@@ -96,10 +102,14 @@ impl Sizes {
             events: 100_000,
             rounds: rounds(1, 5),
         },
+        churn: ChurnSize {
+            jobs: 100_000,
+            rounds: rounds(1, 5),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
-    /// events, fewer rounds.
+    /// events, 20 000 churned jobs, fewer rounds.
     pub const QUICK: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 5_000,
@@ -124,6 +134,10 @@ impl Sizes {
         },
         replay: ReplaySize {
             events: 10_000,
+            rounds: rounds(1, 3),
+        },
+        churn: ChurnSize {
+            jobs: 20_000,
             rounds: rounds(1, 3),
         },
     };
@@ -154,6 +168,10 @@ impl Sizes {
         },
         replay: ReplaySize {
             events: 200,
+            rounds: rounds(0, 1),
+        },
+        churn: ChurnSize {
+            jobs: 200,
             rounds: rounds(0, 1),
         },
     };
