@@ -594,7 +594,9 @@ impl State {
         }
     }
 
-    /// Holds capacity for a start whose `run` is in progress, or gives it back.
+    /// Counts one job more (`up`) or one fewer for `owner` in `counts` (the live or the
+    /// reserved jobs), removing a count that reaches zero so sessions that come and go leave
+    /// nothing behind.
     fn adjust(counts: &mut HashMap<Option<String>, usize>, owner: &Option<String>, up: bool) {
         if up {
             *counts.entry(owner.clone()).or_insert(0) += 1;
