@@ -10,6 +10,7 @@
 //!
 //! It deliberately changes nothing in the library crates: it drives their public APIs only.
 
+mod churn;
 mod dispatch;
 mod fanout;
 mod measure;
@@ -21,6 +22,7 @@ mod spawn;
 mod throughput;
 mod validate;
 
+pub use churn::ChurnSize;
 pub use dispatch::MicroSize;
 pub use fanout::FanoutSize;
 pub use measure::{Extra, Measurement, Rounds, Target, json_line};
@@ -40,7 +42,7 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 7] = [
+pub const BENCHMARKS: [Benchmark; 8] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
@@ -48,6 +50,7 @@ pub const BENCHMARKS: [Benchmark; 7] = [
     fanout::BENCHMARK,
     replay::BENCHMARK,
     model_stream::BENCHMARK,
+    churn::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -67,6 +70,8 @@ pub struct Sizes {
     pub replay: ReplaySize,
     /// `model_stream`.
     pub model_stream: StreamSize,
+    /// `job_churn`.
+    pub churn: ChurnSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -75,7 +80,7 @@ const fn rounds(warmup: usize, samples: usize) -> Rounds {
 
 impl Sizes {
     /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events, a
-    /// 10 MiB model stream.
+    /// 10 MiB model stream, 100 000 churned jobs.
     pub const FULL: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20_000,
@@ -106,10 +111,14 @@ impl Sizes {
             bytes: 10 << 20,
             rounds: rounds(1, 7),
         },
+        churn: ChurnSize {
+            jobs: 100_000,
+            rounds: rounds(1, 5),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
-    /// events, a 2 MiB model stream, fewer rounds.
+    /// events, a 2 MiB model stream, 20 000 churned jobs, fewer rounds.
     pub const QUICK: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 5_000,
@@ -139,6 +148,10 @@ impl Sizes {
         model_stream: StreamSize {
             bytes: 2 << 20,
             rounds: rounds(1, 5),
+        },
+        churn: ChurnSize {
+            jobs: 20_000,
+            rounds: rounds(1, 3),
         },
     };
 
@@ -172,6 +185,10 @@ impl Sizes {
         },
         model_stream: StreamSize {
             bytes: 64 << 10,
+            rounds: rounds(0, 1),
+        },
+        churn: ChurnSize {
+            jobs: 200,
             rounds: rounds(0, 1),
         },
     };

@@ -188,7 +188,7 @@ pub fn json_line(measurements: &[Measurement]) -> String {
 }
 
 /// The median of the samples (the mean of the middle two for an even count).
-fn median(mut samples: Vec<f64>) -> f64 {
+pub(crate) fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     let n = samples.len();
     match n {

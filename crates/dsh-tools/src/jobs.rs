@@ -20,6 +20,10 @@
 //!   it (nobody is left to read it).
 //! - A host awaiting [`JobRuntime::settled`] resumes only after the listeners ran and the
 //!   notice was delivered.
+//! - A settled record is evicted once its end was reported and
+//!   [`JobsConfig::settled_retention`] has passed; its id then reads as
+//!   [`JobError::Expired`], derived from the per-kind id counter, so nothing is kept per
+//!   evicted job. A stream job's reader is handed the caller's byte budget.
 
 use crate::agent::{AgentRef, InjectedContext};
 use crate::definition::contain;
@@ -29,7 +33,7 @@ use crate::text::{bound_keeping_tail, head_bytes};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -38,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::runtime::Handle;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A job id, `<kind>-N` (`bash-1`, `bash-2`, …).
@@ -174,7 +179,7 @@ impl JobOutcome {
 pub type ProducerError = Box<dyn std::error::Error + Send + Sync>;
 
 type CancelFn = Arc<dyn Fn(&str) + Send + Sync>;
-type ReaderFn = Arc<Mutex<Box<dyn FnMut() -> String + Send>>>;
+type ReaderFn = Arc<Mutex<Box<dyn FnMut(usize) -> String + Send>>>;
 
 /// The hooks through which the runtime controls and observes a producer's work.
 pub struct JobHooks {
@@ -206,9 +211,12 @@ impl JobHooks {
         }
     }
 
-    /// Makes the job a stream job: `read` consumes the output produced since its previous
-    /// call. Without a reader the job is final-output-only.
-    pub fn with_reader(mut self, read: impl FnMut() -> String + Send + 'static) -> JobHooks {
+    /// Makes the job a stream job: `read(budget)` consumes the output produced since its
+    /// previous call, at most `budget` bytes of it (the caller's byte budget: the job's
+    /// `output_limit_bytes`, or less if the caller asked for less; `usize::MAX` when neither
+    /// bounds it). A reader should materialise no more than the budget; the runtime still cuts
+    /// a longer text to it, keeping its end. Without a reader the job is final-output-only.
+    pub fn with_reader(mut self, read: impl FnMut(usize) -> String + Send + 'static) -> JobHooks {
         self.reader = Some(Arc::new(Mutex::new(Box::new(read))));
         self
     }
@@ -364,6 +372,11 @@ pub struct JobsConfig {
     /// settle before force-failing their records. Default 10 s (above the shell's 2 s kill
     /// grace).
     pub teardown_grace: Duration,
+    /// How long a settled job's record is kept once its end was reported (its notice
+    /// delivered, or dropped with its disposed owner, or the end seen by a read, wait or
+    /// kill); unowned jobs, which have no notice, count from their settlement. After that
+    /// the record is evicted and the id reads as [`JobError::Expired`]. Default 10 minutes.
+    pub settled_retention: Duration,
 }
 
 impl Default for JobsConfig {
@@ -372,6 +385,7 @@ impl Default for JobsConfig {
             max_concurrent_jobs_per_owner: 10,
             delivery: NoticeDelivery::Quiet,
             teardown_grace: Duration::from_secs(10),
+            settled_retention: Duration::from_secs(600),
         }
     }
 }
@@ -416,6 +430,18 @@ pub enum JobError {
     NotFound {
         /// The id asked for.
         id: String,
+    },
+    /// The job existed, settled, was reported and its record was evicted after the
+    /// configured `settled_retention`; its output is gone.
+    #[error(
+        "job `{id}` has expired: it finished, its end was reported, and its record was removed after the retention of {}ms; its output is no longer available",
+        retention.as_millis()
+    )]
+    Expired {
+        /// The id asked for.
+        id: String,
+        /// The retention it outlived.
+        retention: Duration,
     },
     /// The producer's `cancel` panicked; the job's state is unchanged.
     #[error("stopping job `{id}` failed: {message}")]
@@ -499,18 +525,123 @@ impl Record {
     }
 }
 
-#[derive(Default)]
 struct State {
-    records: Vec<Record>,
+    /// The records by registration number, so listings keep registration order.
+    records: BTreeMap<u64, Record>,
+    /// The registration number of each held id.
+    index: HashMap<String, u64>,
+    /// The last registration number given.
+    registered: u64,
+    /// The last number issued per kind. Ids are issued in order and never reused, so an id
+    /// at or below its kind's counter that is no longer held was evicted: "expired" needs no
+    /// per-job memory.
     counters: HashMap<String, u64>,
-    /// Capacity held by starts whose `run` is in progress, per owner session.
+    /// Running and stopping jobs per owner session (zero counts are removed), so the
+    /// capacity check does not scan the records.
+    live: HashMap<Option<String>, usize>,
+    /// Capacity held by starts whose `run` is in progress, per owner session (zero counts
+    /// are removed).
     reserved: HashMap<Option<String>, usize>,
+    /// Settled records by registration number, each with the instant it may be evicted.
+    /// Entries are pushed with `now + retention`, so the queue stays in deadline order and a
+    /// sweep only looks at its front.
+    evictable: VecDeque<(Instant, u64)>,
+    retention: Duration,
     torn_down: bool,
 }
 
 impl State {
-    fn record_mut(&mut self, id: &JobId) -> Option<&mut Record> {
-        self.records.iter_mut().find(|r| &r.snapshot.id == id)
+    fn new(retention: Duration) -> State {
+        State {
+            records: BTreeMap::new(),
+            index: HashMap::new(),
+            registered: 0,
+            counters: HashMap::new(),
+            live: HashMap::new(),
+            reserved: HashMap::new(),
+            evictable: VecDeque::new(),
+            retention,
+            torn_down: false,
+        }
+    }
+
+    fn record(&self, id: &str) -> Option<&Record> {
+        self.index.get(id).and_then(|n| self.records.get(n))
+    }
+
+    fn record_mut(&mut self, id: &str) -> Option<&mut Record> {
+        let n = self.index.get(id)?;
+        self.records.get_mut(n)
+    }
+
+    /// Why `id` is not found: expired if the runtime issued it (it was evicted), otherwise
+    /// unknown. The id says which: `<kind>-N` with `N` at most the kind's counter.
+    fn missing(&self, id: &str) -> JobError {
+        let issued = id.rsplit_once('-').is_some_and(|(kind, number)| {
+            number.parse::<u64>().is_ok_and(|n| {
+                n >= 1
+                    && n.to_string() == number
+                    && self.counters.get(kind).is_some_and(|last| n <= *last)
+            })
+        });
+        if issued {
+            JobError::Expired {
+                id: id.to_owned(),
+                retention: self.retention,
+            }
+        } else {
+            JobError::NotFound { id: id.to_owned() }
+        }
+    }
+
+    /// Counts one job more (`up`) or one fewer for `owner` in `counts` (the live or the
+    /// reserved jobs), removing a count that reaches zero so sessions that come and go leave
+    /// nothing behind.
+    fn adjust(counts: &mut HashMap<Option<String>, usize>, owner: &Option<String>, up: bool) {
+        if up {
+            *counts.entry(owner.clone()).or_insert(0) += 1;
+        } else if let Some(count) = counts.get_mut(owner) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(owner);
+            }
+        }
+    }
+
+    /// Queues a settled record for eviction once the retention has passed. A retention too
+    /// long to add to the clock keeps the record for good.
+    fn queue_eviction(&mut self, n: u64, now: Instant) {
+        if let Some(deadline) = now.checked_add(self.retention) {
+            self.evictable.push_back((deadline, n));
+        }
+    }
+
+    /// Evicts the queued records whose retention has passed and whose end was reported. One
+    /// still awaited by a `wait`, or whose end went back to unreported (its waiters left
+    /// without returning it), is queued again for a full retention.
+    fn evict_due(&mut self, now: Instant) {
+        let mut again = Vec::new();
+        while let Some(&(deadline, n)) = self.evictable.front() {
+            if deadline > now {
+                break;
+            }
+            self.evictable.pop_front();
+            let Some(record) = self.records.get(&n) else {
+                continue;
+            };
+            let unreported = record.owner.is_some() && !record.snapshot.reported;
+            if record.waiters > 0 || unreported {
+                again.push(n);
+                continue;
+            }
+            if let Some(record) = self.records.remove(&n) {
+                self.index.remove(record.snapshot.id.as_str());
+                tracing::debug!(job = %record.snapshot.id, "settled job evicted");
+            }
+        }
+        for n in again {
+            self.queue_eviction(n, now);
+        }
     }
 }
 
@@ -573,7 +704,7 @@ impl JobRuntime {
         JobRuntime {
             inner: Arc::new(Inner {
                 config,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State::new(config.settled_retention)),
                 controllers: AtomicUsize::new(0),
                 done_listeners: Listeners::new(),
                 changed_listeners: Listeners::new(),
@@ -621,7 +752,7 @@ impl JobRuntime {
         {
             // Preflight and capacity reservation in one critical section, so concurrent starts
             // cannot overshoot the limit; `run` itself runs outside the lock.
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.current();
             if state.torn_down {
                 return Err(JobError::TornDown);
             }
@@ -635,13 +766,7 @@ impl JobRuntime {
                     session: owner.session_id().to_owned(),
                 });
             }
-            let live = state
-                .records
-                .iter()
-                .filter(|r| {
-                    r.snapshot.owner_session == owner_session && !r.snapshot.status.is_terminal()
-                })
-                .count()
+            let live = state.live.get(&owner_session).copied().unwrap_or(0)
                 + state.reserved.get(&owner_session).copied().unwrap_or(0);
             let limit = self.inner.config.max_concurrent_jobs_per_owner;
             if live >= limit {
@@ -653,13 +778,11 @@ impl JobRuntime {
                     limit,
                 });
             }
-            *state.reserved.entry(owner_session.clone()).or_insert(0) += 1;
+            State::adjust(&mut state.reserved, &owner_session, true);
         }
         let started = contain("the producer", run);
         let mut state = lock(&self.inner.state);
-        if let Some(reserved) = state.reserved.get_mut(&owner_session) {
-            *reserved = reserved.saturating_sub(1);
-        }
+        State::adjust(&mut state.reserved, &owner_session, false);
         let hooks = match started {
             Ok(Ok(hooks)) => hooks,
             Ok(Err(error)) => return Err(JobError::Run(error.to_string())),
@@ -677,6 +800,7 @@ impl JobRuntime {
             runtime.spawn(hooks.done);
             return Err(JobError::TornDown);
         }
+        State::adjust(&mut state.live, &owner_session, true);
         let counter = state.counters.entry(kind.clone()).or_insert(0);
         *counter += 1;
         let id = JobId(format!("{kind}-{counter}"));
@@ -693,17 +817,23 @@ impl JobRuntime {
             reported: false,
             output_limit_bytes,
         };
-        state.records.push(Record {
-            snapshot: snapshot.clone(),
-            owner,
-            cancel: Some(hooks.cancel),
-            reader: hooks.reader,
-            final_output: None,
-            settled,
-            runtime: runtime.clone(),
-            waiters: 0,
-            reported_for_waiters: false,
-        });
+        state.registered += 1;
+        let n = state.registered;
+        state.index.insert(id.as_str().to_owned(), n);
+        state.records.insert(
+            n,
+            Record {
+                snapshot: snapshot.clone(),
+                owner,
+                cancel: Some(hooks.cancel),
+                reader: hooks.reader,
+                final_output: None,
+                settled,
+                runtime: runtime.clone(),
+                waiters: 0,
+                reported_for_waiters: false,
+            },
+        );
         drop(state);
 
         let inner = Arc::clone(&self.inner);
@@ -731,9 +861,10 @@ impl JobRuntime {
     /// The jobs visible to `caller` (a session id; `None` sees only unowned jobs), in
     /// registration order.
     pub fn list(&self, caller: Option<&str>) -> Vec<JobSnapshot> {
-        lock(&self.inner.state)
+        self.inner
+            .current()
             .records
-            .iter()
+            .values()
             .filter(|r| visible(r, caller))
             .map(|r| r.snapshot.clone())
             .collect()
@@ -741,7 +872,7 @@ impl JobRuntime {
 
     /// A snapshot, without consuming output or marking anything reported.
     pub fn get(&self, id: &str, caller: Option<&str>) -> Result<JobSnapshot, JobError> {
-        let state = lock(&self.inner.state);
+        let state = self.inner.current();
         find(&state, id, caller).map(|r| r.snapshot.clone())
     }
 
@@ -749,20 +880,37 @@ impl JobRuntime {
     /// settled final-output jobs. A read that sees the job settled marks it reported (no
     /// notice follows). The text is bounded by the job's `output_limit_bytes`, keeping its end.
     pub fn read(&self, id: &str, caller: Option<&str>) -> Result<JobRead, JobError> {
-        let (reader, settled_before, final_output) = {
-            let state = lock(&self.inner.state);
+        self.read_at_most(id, caller, usize::MAX)
+    }
+
+    /// [`JobRuntime::read`] with the caller's own byte budget: the text is at most
+    /// `max_bytes` (and at most the job's `output_limit_bytes`), and a stream job's reader is
+    /// handed that budget, so it materialises no more than the read returns.
+    pub fn read_at_most(
+        &self,
+        id: &str,
+        caller: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<JobRead, JobError> {
+        let (reader, settled_before, final_output, budget) = {
+            let state = self.inner.current();
             let record = find(&state, id, caller)?;
+            let budget = record
+                .snapshot
+                .output_limit_bytes
+                .map_or(max_bytes, |limit| limit.min(max_bytes));
             (
                 record.reader.clone(),
                 record.snapshot.status.is_terminal(),
                 record.final_output.clone(),
+                budget,
             )
         };
         let text = match reader {
             // Producer code runs outside the state lock.
             Some(reader) => {
                 let mut read = lock(&reader);
-                contain("the output reader", || (*read)()).unwrap_or_else(|message| {
+                contain("the output reader", || (*read)(budget)).unwrap_or_else(|message| {
                     tracing::warn!(job = %id, "{message}");
                     format!("[{message}]")
                 })
@@ -775,9 +923,10 @@ impl JobRuntime {
         if settled_before {
             record.mark_reported();
         }
-        let text = match record.snapshot.output_limit_bytes {
-            Some(limit) => bound_keeping_tail(&text, limit),
-            None => text,
+        let text = if budget < usize::MAX {
+            bound_keeping_tail(&text, budget)
+        } else {
+            text
         };
         Ok(JobRead {
             text,
@@ -796,7 +945,7 @@ impl JobRuntime {
         reason: &str,
     ) -> Result<KillOutcome, JobError> {
         let cancel = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.current();
             let record = find_mut(&mut state, id, caller)?;
             let Some(cancel) = record.cancel.clone() else {
                 record.mark_reported();
@@ -845,7 +994,7 @@ impl JobRuntime {
         signal: &CancellationToken,
     ) -> Result<JobSnapshot, JobError> {
         let (mut settled, mut waiter) = {
-            let mut state = lock(&self.inner.state);
+            let mut state = self.inner.current();
             let record = find_mut(&mut state, id, caller)?;
             if record.snapshot.status.is_terminal() {
                 record.mark_reported();
@@ -882,11 +1031,14 @@ impl JobRuntime {
     /// after. For hosts that must not exit while work runs; a model-facing wait uses `wait`.
     pub async fn settled(&self, id: &str, caller: Option<&str>) -> Result<JobSnapshot, JobError> {
         let mut settled = {
-            let state = lock(&self.inner.state);
+            let state = self.inner.current();
             find(&state, id, caller)?.settled.subscribe()
         };
         let _ = settled.wait_for(|done| *done).await;
-        self.get(id, caller)
+        // No eviction sweep here: a record whose retention is zero would otherwise be gone
+        // before the host that waited for it could see it.
+        let state = lock(&self.inner.state);
+        find(&state, id, caller).map(|r| r.snapshot.clone())
     }
 
     /// Listens to settlements: each terminal snapshot once, with its owner. Failures are
@@ -937,7 +1089,7 @@ impl JobRuntime {
         self.cancel_and_await(|_| true, "jobs runtime torn down")
             .await;
         let mut state = lock(&self.inner.state);
-        for record in &mut state.records {
+        for record in state.records.values_mut() {
             record.mark_reported();
         }
     }
@@ -947,7 +1099,7 @@ impl JobRuntime {
             let mut state = lock(&self.inner.state);
             state
                 .records
-                .iter_mut()
+                .values_mut()
                 .filter(|r| select(r))
                 .filter_map(|r| {
                     // Only live jobs still hold their cancel hook.
@@ -972,11 +1124,11 @@ impl JobRuntime {
 }
 
 fn find<'a>(state: &'a State, id: &str, caller: Option<&str>) -> Result<&'a Record, JobError> {
-    state
-        .records
-        .iter()
-        .find(|r| r.snapshot.id.as_str() == id && visible(r, caller))
-        .ok_or_else(|| JobError::NotFound { id: id.to_owned() })
+    match state.record(id) {
+        Some(record) if visible(record, caller) => Ok(record),
+        Some(_) => Err(JobError::NotFound { id: id.to_owned() }),
+        None => Err(state.missing(id)),
+    }
 }
 
 fn find_mut<'a>(
@@ -984,11 +1136,13 @@ fn find_mut<'a>(
     id: &str,
     caller: Option<&str>,
 ) -> Result<&'a mut Record, JobError> {
-    state
-        .records
-        .iter_mut()
-        .find(|r| r.snapshot.id.as_str() == id && visible(r, caller))
-        .ok_or_else(|| JobError::NotFound { id: id.to_owned() })
+    let Some(n) = state.index.get(id).copied() else {
+        return Err(state.missing(id));
+    };
+    match state.records.get_mut(&n) {
+        Some(record) if visible(record, caller) => Ok(record),
+        _ => Err(JobError::NotFound { id: id.to_owned() }),
+    }
 }
 
 /// A caller inside [`JobRuntime::wait`], counted on its record. It is uncounted when the wait
@@ -1025,7 +1179,7 @@ impl Drop for Waiter<'_> {
         }
         let owner = {
             let mut state = lock(&self.inner.state);
-            let Some(record) = state.record_mut(&self.id) else {
+            let Some(record) = state.record_mut(self.id.as_str()) else {
                 return;
             };
             record.waiters -= 1;
@@ -1046,13 +1200,21 @@ impl Drop for Waiter<'_> {
 }
 
 impl Inner {
+    /// The state, locked, after evicting the records whose retention has passed. Every
+    /// public operation enters through here, so eviction needs no timer of its own.
+    fn current(&self) -> MutexGuard<'_, State> {
+        let mut state = lock(&self.state);
+        state.evict_due(Instant::now());
+        state
+    }
+
     /// Records a terminal outcome, first wins. Then, in order: change listeners, done
     /// listeners, the completion notice, and last the `settled` signal, which releases waiters
     /// and hosts only once everything else has happened.
     fn settle(&self, id: &JobId, outcome: JobOutcome) {
         let (snapshot, owner) = {
             let mut state = lock(&self.state);
-            let Some(record) = state.record_mut(id) else {
+            let Some(record) = state.record_mut(id.as_str()) else {
                 return;
             };
             if record.snapshot.status.is_terminal() {
@@ -1069,7 +1231,9 @@ impl Inner {
                 record.snapshot.reported = true;
                 record.reported_for_waiters = true;
             }
-            (record.snapshot.clone(), record.owner.clone())
+            let taken = (record.snapshot.clone(), record.owner.clone());
+            State::adjust(&mut state.live, &taken.0.owner_session, false);
+            taken
         };
         tracing::debug!(job = %id, status = %snapshot.status, "job settled");
         self.changed(&snapshot);
@@ -1083,8 +1247,14 @@ impl Inner {
         if let Some(owner) = owner {
             self.report(id, &owner);
         }
-        if let Some(record) = lock(&self.state).record_mut(id) {
+        let mut state = lock(&self.state);
+        if let Some(record) = state.record_mut(id.as_str()) {
             record.settled.send_replace(true);
+            // Only now, with the notice delivered (or dropped with its owner), does the
+            // retention start.
+            if let Some(&n) = state.index.get(id.as_str()) {
+                state.queue_eviction(n, Instant::now());
+            }
         }
     }
 
@@ -1127,7 +1297,7 @@ impl Inner {
     fn report(&self, id: &JobId, owner: &AgentRef) {
         let snapshot = {
             let mut state = lock(&self.state);
-            let Some(record) = state.record_mut(id) else {
+            let Some(record) = state.record_mut(id.as_str()) else {
                 return;
             };
             if record.snapshot.reported {

@@ -334,12 +334,13 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
         },
         done,
     )
-    .with_reader(move || {
+    .with_reader(move |asked| {
         let mut cursors = cursors.lock().unwrap_or_else(|e| e.into_inner());
-        // The runtime bounds each read to `limit` bytes keeping the end, so the streams are
-        // sized to fit and the notes about skipped bytes come last, where the bound keeps them.
-        // Reads are offset-based, so sizing them first consumes nothing.
-        let budget = limit.saturating_sub(NOTE_ROOM).max(64);
+        // The runtime hands over the caller's byte budget and bounds the read to it keeping
+        // the end, so the streams are read only up to it (nothing more is materialised) and
+        // the notes about skipped bytes come last, where the bound keeps them. Reads are
+        // offset-based, so sizing them first consumes nothing.
+        let budget = limit.min(asked).saturating_sub(NOTE_ROOM).max(64);
         let err_share = budget / 3;
         let err_probe = reader.read_from(Stream::Stderr, cursors.1, err_share);
         let out = reader.read_from(

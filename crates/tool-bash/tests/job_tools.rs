@@ -90,7 +90,11 @@ impl Harness {
 }
 
 fn harness(grace: Duration, kill_wait: Duration) -> Harness {
-    let jobs = JobRuntime::new(JobsConfig::default());
+    harness_with(JobsConfig::default(), grace, kill_wait)
+}
+
+fn harness_with(config: JobsConfig, grace: Duration, kill_wait: Duration) -> Harness {
+    let jobs = JobRuntime::new(config);
     let registry = ToolRegistry::new();
     let job_tools = registry
         .global_scope()
@@ -331,6 +335,55 @@ async fn empty_and_unknown_job_ids_are_refused_by_every_job_tool() {
     )
     .await;
     assert_eq!(s.of_kind("job/end"), Vec::<SessionEvent>::new());
+}
+
+#[tokio::test]
+async fn an_evicted_job_reads_as_expired_not_unknown() {
+    let h = harness_with(
+        JobsConfig {
+            settled_retention: Duration::ZERO,
+            ..JobsConfig::default()
+        },
+        Duration::from_millis(300),
+        Duration::from_secs(5),
+    );
+    let mut s = Session::new(&h, "s1");
+    assert_eq!(
+        s.call("bash", bg("sleep 30")).await,
+        ok("started background job bash-1")
+    );
+    // The kill reports the end to the model, so with no retention the record goes next.
+    let stopped = s.call("job_kill", id("bash-1")).await;
+    assert!(
+        stopped.1.starts_with("job bash-1 stopped [status: killed"),
+        "{stopped:?}"
+    );
+    let expired = "job `bash-1` has expired: it finished, its end was reported, and its record was removed after the retention of 0ms; its output is no longer available";
+    expect(
+        &mut s,
+        &[
+            (
+                "job_output",
+                id("bash-1"),
+                failed(FailureCode::ToolError, expired),
+            ),
+            (
+                "job_kill",
+                id("bash-1"),
+                failed(FailureCode::ToolError, expired),
+            ),
+            (
+                "job_output",
+                id("bash-2"),
+                failed(
+                    FailureCode::ToolError,
+                    "no job `bash-2` is visible to this session",
+                ),
+            ),
+            ("job_list", json!({}), ok("no background jobs")),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
