@@ -48,7 +48,11 @@
 //!   `clone` for the shell, whose only thread-local access (`errno` on failure) lands there.
 //! - It never allocates, locks, or panics (a panic would allocate in the harness's heap).
 //! - It starts with every signal blocked (the harness blocks them around the clone), so no
-//!   handler of the harness ever runs in it; it hears signals through a `signalfd`.
+//!   handler of the harness ever runs in it; it hears signals through a `signalfd`. Before it
+//!   starts the shell it resets every handled signal of its own copy of the handler table to the
+//!   default action, and `SIGPIPE` and `SIGCHLD` even if ignored, as `posix_spawn` does: the
+//!   shell-to-be, which unblocks signals just before its `execve`, never runs a handler of the
+//!   harness either.
 //!
 //! What sharing costs in guarantees: the kernel treats processes that share memory as one when
 //! it kills for memory (the OOM killer kills every process sharing the memory) and, before Linux
@@ -932,16 +936,7 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             size_of::<u64>()
         );
         sys!(SYS_setpgid, 0, 0);
-        // The harness ignores SIGPIPE; the shell must not inherit that (an ignored signal
-        // stays ignored across `execve`). A zeroed kernel sigaction is SIG_DFL.
-        let default = [0u64; 4];
-        sys!(
-            SYS_rt_sigaction,
-            libc::SIGPIPE,
-            default.as_ptr(),
-            0,
-            size_of::<u64>()
-        );
+        reset_handlers();
         let subreaper = sys!(SYS_prctl, libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         if subreaper < 0 {
             report_failure(plan.report, errno(subreaper));
@@ -968,6 +963,56 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             Err(error) => report_failure(plan.report, error),
         };
         supervise(shell, plan.control, plan.report, signals)
+    }
+}
+
+/// Resets the harness's signal handlers in this supervisor's own copy of the handler table (it
+/// was cloned without `CLONE_SIGHAND`), which the shell-to-be copies in turn, as `posix_spawn`
+/// does: every handled signal goes back to its default action, so a signal that reaches the
+/// shell-to-be before its `execve` (a `SIGTERM` of a call cancelled at once) acts on it as on
+/// the shell, instead of running a handler of the harness on the harness's memory (telling the
+/// harness of a signal nobody sent it, and swallowing the signal). Ignored signals stay ignored,
+/// as a spawned program inherits them, but for two: `SIGPIPE`, which the harness ignores and the
+/// shell must not (an ignored signal stays ignored across `execve`), and `SIGCHLD`, whose
+/// `SIG_IGN` would have the kernel reap the shell before the supervisor could read its status.
+///
+/// # Safety
+/// Only in the supervisor, with every signal blocked.
+unsafe fn reset_handlers() {
+    // The kernel's sigaction: the handler first, then flags, (restorer,) mask; four words hold
+    // either architecture's. A zeroed one is SIG_DFL with no flags.
+    let default = [0u64; 4];
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = [0u64; 4];
+        // SAFETY: reads into and from stack memory of this supervisor's handler table only;
+        // a signal the kernel refuses is left as it is.
+        unsafe {
+            let always = signal == libc::SIGPIPE || signal == libc::SIGCHLD;
+            if !always
+                && sys!(
+                    SYS_rt_sigaction,
+                    signal,
+                    0,
+                    old.as_mut_ptr(),
+                    size_of::<u64>()
+                ) != 0
+            {
+                continue;
+            }
+            let handler = old[0] as usize;
+            if always || (handler != libc::SIG_DFL && handler != libc::SIG_IGN) {
+                sys!(
+                    SYS_rt_sigaction,
+                    signal,
+                    default.as_ptr(),
+                    0,
+                    size_of::<u64>()
+                );
+            }
+        }
     }
 }
 
@@ -1021,9 +1066,9 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
             result = sys!(SYS_chdir, plan.workdir);
         }
         if result == 0 {
-            // Its own group first, while every signal is still blocked: from here to `execve`
-            // only a signal sent to this very pid could run one of the harness's handlers
-            // (which `execve` then resets), as with `posix_spawn`.
+            // Its own group first, while every signal is still blocked. The handlers are the
+            // defaults (`reset_handlers`), so a signal already pending for the group acts on the
+            // shell-to-be as it would on the shell.
             sys!(SYS_setpgid, 0, 0);
             let empty = 0u64;
             sys!(
