@@ -30,7 +30,8 @@
 //! process of its own (its own pid, file table, signal handlers, subreaper flag), sharing the
 //! harness's memory instead of copying it. It runs in one anonymous mapping the harness made
 //! for it alone, which is reused for another command or unmapped only after the supervisor was
-//! reaped:
+//! reaped and its shell-to-be has left it (called `execve` or exited, which the kernel marks in
+//! the mapping: `CLONE_CHILD_CLEARTID`):
 //!
 //! ```text
 //! [guard][stack ↓][guard][shell-to-be's stack ↓][thread area: private TLS][plan: argv, envp, …]
@@ -114,6 +115,10 @@ struct Plan {
     /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
     /// references.
     shell: AtomicI32,
+    /// 1 until the shell-to-be has left this mapping: the kernel zeroes it when the shell-to-be
+    /// calls `execve` or exits (`CLONE_CHILD_CLEARTID`). Until then it may still run on the
+    /// mapping, whatever became of its supervisor.
+    shell_on_mapping: AtomicI32,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -235,6 +240,9 @@ unsafe impl Sync for Mapping {}
 
 /// Mappings whose supervisors were reaped, ready for the next command.
 static POOL: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
+/// Mappings of killed supervisors whose shell-to-be may still run on them (see
+/// [`Mapping::release`]).
+static LINGERING: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
 /// The most mappings the pool keeps (about 200 KiB of address space each, mostly untouched).
 const POOL_SIZE: usize = 8;
 
@@ -336,6 +344,7 @@ impl Mapping {
                 control: fds.control,
                 report: fds.report,
                 shell: AtomicI32::new(0),
+                shell_on_mapping: AtomicI32::new(1),
             });
         }
         (
@@ -345,17 +354,39 @@ impl Mapping {
         )
     }
 
-    /// Gives back the mapping of a reaped supervisor (or of one that never started). Only a
-    /// supervisor that exited by itself is known to have outlived its shell-to-be (it exits
-    /// only with no child left): the mapping of one that was killed is unmapped, not reused,
-    /// in case its shell-to-be still runs on it (it would fault, not corrupt another command).
-    fn release(self, reusable: bool) {
+    /// Gives back the mapping of a reaped supervisor (or of one that never started): to the
+    /// pool, or unmapped when the pool is full. A supervisor that exited by itself outlived its
+    /// shell-to-be (it exits only with no child left), but one that was killed may leave a
+    /// shell-to-be still running on the mapping before its `execve`: reusing the mapping then
+    /// would have it read another command's plan, and unmapping it might let a later mapping
+    /// of the harness take its place. Such a mapping is set aside until the kernel says the
+    /// shell-to-be has left it ([`Mapping::shell_gone`]); [`reap_exiting`] looks again at each
+    /// spawn. A shell-to-be that never leaves (stopped before its `execve`, its group's
+    /// `SIGKILL` refused) keeps its mapping, about 200 KiB of address space, for the harness's
+    /// life: a rare leak in place of a use after free.
+    fn release(self) {
+        if !self.shell_gone() {
+            lock(&LINGERING).push(self);
+            return;
+        }
         let mut pool = lock(&POOL);
-        if reusable && pool.len() < POOL_SIZE {
+        if pool.len() < POOL_SIZE {
             pool.push(self);
         } else {
             drop(pool);
             self.unmap();
+        }
+    }
+
+    /// Whether no shell-to-be runs on this mapping: none was cloned, or it has called `execve`
+    /// or exited. Asked only once the supervisor was reaped, so no shell can be cloned later.
+    fn shell_gone(&self) -> bool {
+        let plan = (self.base as usize + Layout::new().plan) as *const Plan;
+        // SAFETY: the plan is inside the mapping, written by `prepare` and by the kernel (the
+        // shell's pid at the clone, the zero when the shell-to-be leaves); only atomics are read.
+        unsafe {
+            (*plan).shell.load(Ordering::SeqCst) == 0
+                || (*plan).shell_on_mapping.load(Ordering::SeqCst) == 0
         }
     }
 
@@ -369,7 +400,8 @@ impl Mapping {
     }
 
     fn unmap(self) {
-        // SAFETY: the mapping is this one's own, and no process runs on it (see `release`).
+        // SAFETY: the mapping is this one's own, and no process runs on it: its supervisor was
+        // reaped and its shell-to-be has left it (see `release`).
         unsafe {
             libc::munmap(self.base.cast(), self.len);
         }
@@ -403,7 +435,7 @@ impl Unreaped {
             return true;
         }
         // SAFETY: `info` is a zeroed siginfo the kernel fills; the pidfd is this supervisor's.
-        let reaped: Option<bool> = unsafe {
+        let reaped = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let result = libc::waitid(
                 libc::P_PIDFD,
@@ -412,18 +444,17 @@ impl Unreaped {
                 libc::WEXITED | libc::WNOHANG | libc::__WALL,
             );
             if result == 0 {
-                (info.si_pid() != 0).then_some(info.si_code == libc::CLD_EXITED)
+                info.si_pid() != 0
             } else {
-                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way, how
-                // unknown.
-                (io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)).then_some(false)
+                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way.
+                io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
             }
         };
-        let Some(exited) = reaped else {
+        if !reaped {
             return false;
-        };
+        }
         if let Some(mapping) = self.mapping.take() {
-            mapping.release(exited);
+            mapping.release();
         }
         true
     }
@@ -453,11 +484,27 @@ impl Unreaped {
     }
 }
 
-/// Reaps the supervisors that were exiting when their commands were dropped.
+/// Reaps the supervisors that were exiting when their commands were dropped, and releases the
+/// set-aside mappings whose shell-to-be has left them.
 fn reap_exiting() {
     let mut exiting = lock(&EXITING);
     if !exiting.is_empty() {
         exiting.retain_mut(|supervisor| !supervisor.try_reap());
+    }
+    drop(exiting);
+    let gone: Vec<Mapping> = {
+        let mut lingering = lock(&LINGERING);
+        if lingering.is_empty() {
+            return;
+        }
+        let (gone, still) = std::mem::take(&mut *lingering)
+            .into_iter()
+            .partition(Mapping::shell_gone);
+        *lingering = still;
+        gone
+    };
+    for mapping in gone {
+        mapping.release();
     }
 }
 
@@ -638,7 +685,7 @@ impl Supervised {
             let error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
             if pid == -1 {
-                mapping.release(true);
+                mapping.release();
                 return Err(error);
             }
             // Also from this side, so the group exists before anything can signal the harness's.
@@ -1038,8 +1085,8 @@ unsafe fn report_failure(report: RawFd, error: i32) -> ! {
 /// (`-errno`, ahead of the status the supervisor reports when it reaps it).
 extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the plan in the supervisor's mapping, which is neither reused nor
-    // unmapped before the supervisor reaped this process (see `Mapping::release`); only raw
-    // system calls follow.
+    // unmapped before this process has left it by `execve` or exit, whatever becomes of the
+    // supervisor (see `Mapping::release`); only raw system calls follow.
     unsafe {
         let plan = &*(arg as *const Plan);
         // First out of the way of 0–2 (a descriptor may already sit on one of them), then in.
@@ -1089,23 +1136,24 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
 /// page table is copied), but without waiting for its `execve`: the shell-to-be reports a
 /// failed start itself, so the harness hears the pid one wake-up sooner and the shell's
 /// `execve` overlaps the harness's own work. The kernel writes the pid into the plan at the
-/// clone (`CLONE_PARENT_SETTID`).
+/// clone (`CLONE_PARENT_SETTID`), and zeroes `shell_on_mapping` when the shell-to-be leaves the
+/// mapping (`CLONE_CHILD_CLEARTID`), so the harness knows when it may reuse the mapping.
 ///
 /// # Safety
 /// Only in the supervisor, with every signal blocked.
 unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
     // SAFETY: the shell-to-be's stack and the plan are in this supervisor's mapping, which
-    // outlives the shell-to-be; the C library's `clone` touches thread-local storage only to set
+    // outlives the shell-to-be's use of it (`shell_on_mapping`, see `Mapping::release`); the C library's `clone` touches thread-local storage only to set
     // `errno` on failure, which is this supervisor's private thread area.
     unsafe {
         let shell = libc::clone(
             exec_shell,
             plan.exec_stack,
-            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
             std::ptr::from_ref(plan).cast_mut().cast(),
             plan.shell.as_ptr(),
             std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::pid_t>(),
+            plan.shell_on_mapping.as_ptr(),
         );
         if shell == -1 {
             return Err(libc::EAGAIN);
@@ -1532,6 +1580,59 @@ mod tests {
         );
         let mut path = [0u8; 64];
         assert_eq!(proc_path(&mut path, 1, &[b'x'; 60]), None);
+    }
+
+    /// The mapping of a supervisor is marked free of its shell-to-be as soon as the shell has
+    /// called `execve`, while it still runs: a killed supervisor's mapping is then reusable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_kernel_marks_the_mapping_once_the_shell_has_left_it() {
+        let launch = Launch {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "echo started; exec sleep 30".into()],
+            env: Vec::new(),
+            workdir: "/".into(),
+            stdin_piped: false,
+        };
+        let mut supervised = Supervised::spawn(launch).await.unwrap();
+        let mapping_gone = |supervised: &Supervised| {
+            supervised
+                .supervisor
+                .unreaped
+                .as_ref()
+                .and_then(|unreaped| unreaped.mapping.as_ref())
+                .map(Mapping::shell_gone)
+        };
+        let mut stdout = supervised.stdout().unwrap();
+        let mut line = [0u8; 8];
+        stdout.read_exact(&mut line).await.unwrap();
+        assert_eq!(&line, b"started\n");
+        assert_eq!(mapping_gone(&supervised), Some(true));
+        assert!(supervised.sweep(std::time::Duration::from_secs(10)).await);
+    }
+
+    /// Before the kernel has marked it, a mapping with a cloned shell is not free.
+    #[test]
+    fn a_mapping_whose_shell_to_be_has_not_left_is_not_free() {
+        let strings = Strings::new(&Launch {
+            program: "/bin/sh".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            workdir: "/".into(),
+            stdin_piped: false,
+        })
+        .unwrap();
+        let mut mapping = Mapping::obtain(strings.plan_bytes()).unwrap();
+        let fds = PlanFds {
+            stdio: [0, 1, 2],
+            control: 0,
+            report: 0,
+        };
+        let (_, _, plan) = mapping.prepare(&strings, fds);
+        assert!(mapping.shell_gone(), "no shell was cloned yet");
+        // SAFETY: the plan was just written by `prepare`; no supervisor runs on the mapping.
+        unsafe { (*(plan as *const Plan)).shell.store(4242, Ordering::SeqCst) };
+        assert!(!mapping.shell_gone());
+        mapping.unmap();
     }
 
     #[test]
