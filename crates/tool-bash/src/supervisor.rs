@@ -620,6 +620,55 @@ fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// The oldest kernel the supervisor runs on: the harness waits for a supervisor on its pidfd
+/// (`CLONE_PIDFD`, Linux 5.2; `waitid(P_PIDFD)`, Linux 5.4).
+const MINIMUM_KERNEL: &str = "Linux 5.4";
+
+fn unsupported_kernel() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "the command supervisor needs {MINIMUM_KERNEL} or later (waiting on a pidfd); \
+             this kernel lacks it"
+        ),
+    )
+}
+
+/// Whether this kernel can wait on a pidfd, probed once: a pidfd of this process, on which
+/// `waitid(P_PIDFD)` fails with `ECHILD` (this process is not its own child) where the kernel
+/// knows `P_PIDFD`, and with `EINVAL` before Linux 5.4.
+fn pidfd_waits() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        // SAFETY: `pidfd_open` of this process; on success the descriptor is new and owned by
+        // nobody else, so wrapping it in `OwnedFd` is sound; `info` is a zeroed siginfo the
+        // kernel may fill.
+        unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+            let Ok(fd) = RawFd::try_from(fd) else {
+                return false;
+            };
+            if fd < 0 {
+                return false;
+            }
+            let fd = OwnedFd::from_raw_fd(fd);
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let result = libc::waitid(
+                libc::P_PIDFD,
+                fd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::__WALL,
+            );
+            let supported =
+                result == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL);
+            if !supported {
+                tracing::warn!("this kernel cannot wait on a pidfd: no command can start");
+            }
+            supported
+        }
+    })
+}
+
 /// `/dev/null`, opened once: the stdin of every command without stdin bytes.
 fn dev_null() -> io::Result<RawFd> {
     static NULL: OnceLock<OwnedFd> = OnceLock::new();
@@ -634,6 +683,9 @@ impl Supervised {
     /// Starts `launch` under a supervisor: the supervisor and the shell each lead their own
     /// process group; the shell's stdout and stderr are pipes to the harness.
     pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
+        if !pidfd_waits() {
+            return Err(unsupported_kernel());
+        }
         reap_exiting();
         let strings = Strings::new(&launch)?;
         let (stdout_read, stdout_write) = pipe()?;
@@ -687,6 +739,14 @@ impl Supervised {
             if pid == -1 {
                 mapping.release();
                 return Err(error);
+            }
+            if pidfd < 0 {
+                // A kernel that ignored `CLONE_PIDFD` (the probe said it would not): the
+                // supervisor cannot be waited for on a pidfd, so it is killed and reaped here.
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
+                mapping.release();
+                return Err(unsupported_kernel());
             }
             // Also from this side, so the group exists before anything can signal the harness's.
             libc::setpgid(pid, pid);
@@ -1633,6 +1693,16 @@ mod tests {
         unsafe { (*(plan as *const Plan)).shell.store(4242, Ordering::SeqCst) };
         assert!(!mapping.shell_gone());
         mapping.unmap();
+    }
+
+    #[test]
+    fn the_pidfd_probe_agrees_with_the_kernel_release() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut numbers = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap());
+        let version = (numbers.next().unwrap(), numbers.next().unwrap());
+        assert_eq!(pidfd_waits(), version >= (5, 4), "kernel {release}");
     }
 
     #[test]
