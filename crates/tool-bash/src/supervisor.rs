@@ -517,6 +517,29 @@ struct SupervisorProcess {
 }
 
 impl SupervisorProcess {
+    /// Kills the supervisor (by its pidfd, so never another process that reused its pid) and
+    /// the group of the shell it cloned, if any.
+    fn kill(&self) {
+        let Some(unreaped) = self.unreaped.as_ref() else {
+            return;
+        };
+        // SAFETY: `pidfd_send_signal` on this supervisor's own pidfd, and `kill` of a process
+        // group; neither touches memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                unreaped.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+            let shell = unreaped.mapping.as_ref().map_or(0, Mapping::cloned_shell);
+            if shell > 0 {
+                libc::kill(-shell, libc::SIGKILL);
+            }
+        }
+    }
+
     async fn reap(&mut self) {
         if let Some(unreaped) = self.unreaped.as_mut() {
             unreaped.reap().await;
@@ -585,27 +608,136 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
-/// Reads the supervisor's first report (the shell's pid, or `-errno`) from the still blocking
-/// report pipe; `None` if the supervisor left without one.
-fn first_word(report: &OwnedFd) -> io::Result<Option<i32>> {
-    let mut word = [0u8; 4];
-    let mut filled = 0;
-    while filled < word.len() {
-        let rest = &mut word[filled..];
-        // SAFETY: a read into the unfilled part of a stack buffer.
-        let read = unsafe { libc::read(report.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
-        match read {
-            0 => return Ok(None),
-            n if n > 0 => filled += n.unsigned_abs(),
-            _ => {
-                let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
+/// How long the harness blocks its thread for the supervisor's first report before it waits
+/// through the runtime instead: the report comes within a millisecond or so, and blocking (as
+/// `posix_spawn` blocks its caller) saves a wake-up of another thread.
+const FIRST_REPORT_BLOCKING_MS: libc::c_int = 50;
+/// How long the harness waits for the first report at all. A supervisor that never reports
+/// (stopped by a signal, say) fails the spawn instead of hanging the call.
+const FIRST_REPORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a look at the supervisor's first report found.
+enum FirstReport {
+    /// The shell's pid, or `-errno`.
+    Word(i32),
+    /// The supervisor is gone (or its report pipe ended) without a whole word.
+    Gone,
+    /// Nothing yet.
+    Pending,
+}
+
+/// The first report read so far from the still blocking report pipe: the word's bytes, and how
+/// many arrived.
+struct FirstWord {
+    bytes: [u8; 4],
+    filled: usize,
+}
+
+impl FirstWord {
+    /// Waits at most `timeout_ms` (`poll`'s units) for the report pipe or the supervisor's
+    /// pidfd to be ready, and reads what the pipe holds. The pipe comes first: a supervisor
+    /// that reported and then exited has its report read.
+    fn poll(&mut self, report: &OwnedFd, pidfd: &OwnedFd, timeout_ms: libc::c_int) -> FirstReport {
+        let mut fds = [
+            libc::pollfd {
+                fd: report.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `poll` on two descriptors of a stack array this function owns.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) } <= 0 {
+            return FirstReport::Pending;
+        }
+        if fds[0].revents != 0 {
+            let rest = &mut self.bytes[self.filled..];
+            // SAFETY: a read into the unfilled part of a buffer this function borrows; the pipe
+            // is ready, so the read does not block.
+            let read =
+                unsafe { libc::read(report.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+            return match read {
+                0 => FirstReport::Gone,
+                n if n > 0 => {
+                    self.filled += n.unsigned_abs();
+                    if self.filled == self.bytes.len() {
+                        FirstReport::Word(i32::from_ne_bytes(self.bytes))
+                    } else {
+                        FirstReport::Pending
+                    }
                 }
-            }
+                // EINTR: look again.
+                _ => FirstReport::Pending,
+            };
+        }
+        if fds[1].revents != 0 {
+            FirstReport::Gone
+        } else {
+            FirstReport::Pending
         }
     }
-    Ok(Some(i32::from_ne_bytes(word)))
+}
+
+/// Reads the supervisor's first report: `Some` word (the shell's pid, or `-errno`), or `None`
+/// if the supervisor left without one. It blocks this thread briefly
+/// ([`FIRST_REPORT_BLOCKING_MS`]), then waits through the runtime for the report pipe or the
+/// supervisor's pidfd, at most `limit` in all ([`FIRST_REPORT_LIMIT`]).
+async fn first_word(
+    report: &OwnedFd,
+    pidfd: &OwnedFd,
+    limit: std::time::Duration,
+) -> io::Result<Option<i32>> {
+    let mut word = FirstWord {
+        bytes: [0; 4],
+        filled: 0,
+    };
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(FIRST_REPORT_BLOCKING_MS as u64) {
+        match word.poll(report, pidfd, FIRST_REPORT_BLOCKING_MS) {
+            FirstReport::Word(word) => return Ok(Some(word)),
+            FirstReport::Gone => return Ok(None),
+            FirstReport::Pending => {}
+        }
+    }
+    // SAFETY: both descriptors are borrowed for this whole function, so they stay open for the
+    // life of these registrations, which end in it (before the report pipe is registered again
+    // as the command's `pipe::Receiver`, and the pidfd for the supervisor's reaping).
+    let (report_ready, supervisor_gone) = unsafe {
+        (
+            tokio::io::unix::AsyncFd::register_with_interest(
+                report.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )?,
+            tokio::io::unix::AsyncFd::register_with_interest(
+                pidfd.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )?,
+        )
+    };
+    let wait = async {
+        loop {
+            match word.poll(report, pidfd, 0) {
+                FirstReport::Word(word) => return Ok(Some(word)),
+                FirstReport::Gone => return Ok(None),
+                FirstReport::Pending => {}
+            }
+            tokio::select! {
+                ready = report_ready.readable() => ready?.clear_ready(),
+                ready = supervisor_gone.readable() => ready?.clear_ready(),
+            }
+        }
+    };
+    match tokio::time::timeout(limit.saturating_sub(started.elapsed()), wait).await {
+        Ok(result) => result,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the command's supervisor did not report within {limit:?}"),
+        )),
+    }
 }
 
 /// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
@@ -768,9 +900,14 @@ impl Supervised {
         ));
         // The shell's pid comes as soon as the supervisor has cloned it (or why it did not
         // start, when that came first), a wait shorter than `posix_spawn`'s, which blocks its
-        // caller the same way. Read without the runtime, it costs no wake-up of another thread.
-        // A failed start reported after the pid comes to `shell_end`.
-        let shell = match first_word(&report_read) {
+        // caller the same way; see `first_word` for its bounds. A failed start reported after
+        // the pid comes to `shell_end`. Should this future be dropped meanwhile, the control
+        // pipe closes with it and the supervisor sweeps whatever it started.
+        let first = match supervisor.unreaped.as_ref() {
+            Some(unreaped) => first_word(&report_read, &unreaped.pidfd, FIRST_REPORT_LIMIT).await,
+            None => Ok(None),
+        };
+        let shell = match first {
             Ok(Some(shell)) if shell > 0 => shell,
             Ok(Some(error)) => {
                 supervisor.exiting = true;
@@ -793,7 +930,12 @@ impl Supervised {
                 }
                 cloned
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                // A supervisor that never reported (stopped, say) is killed, and with it
+                // whatever shell it started, rather than left behind.
+                supervisor.kill();
+                return Err(error);
+            }
         };
         Ok(Supervised {
             supervisor,
@@ -1693,6 +1835,67 @@ mod tests {
         unsafe { (*(plan as *const Plan)).shell.store(4242, Ordering::SeqCst) };
         assert!(!mapping.shell_gone());
         mapping.unmap();
+    }
+
+    /// A process to stand for a supervisor, its pidfd, and a report pipe whose write end the
+    /// test holds (so the pipe never ends by itself).
+    fn stand_in() -> (std::process::Child, OwnedFd, OwnedFd, OwnedFd) {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // SAFETY: `pidfd_open` of a child of this process; the new descriptor is owned here.
+        let pidfd = unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0);
+            assert!(fd >= 0, "{}", io::Error::last_os_error());
+            OwnedFd::from_raw_fd(fd as RawFd)
+        };
+        let (read, write) = pipe().unwrap();
+        (child, pidfd, read, write)
+    }
+
+    // The stand-in's report and death come 300 ms late on purpose: after the 50 ms the harness
+    // blocks its thread, so these tests cover the wait through the runtime.
+
+    #[tokio::test]
+    async fn a_first_report_after_the_blocking_wait_is_read_through_the_runtime() {
+        let (mut child, pidfd, read, write) = stand_in();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::io::Write::write_all(&mut std::fs::File::from(write), &4242i32.to_ne_bytes())
+                .unwrap();
+        });
+        let word = first_word(&read, &pidfd, std::time::Duration::from_secs(20)).await;
+        assert_eq!(word.unwrap(), Some(4242));
+        writer.join().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_gone_without_a_report_ends_the_wait_though_its_pipe_stays_open() {
+        let (mut child, pidfd, read, _write) = stand_in();
+        let pid = child.id() as libc::pid_t;
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            // SAFETY: kills the child this test started, which is not reaped before the join.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        let word = first_word(&read, &pidfd, std::time::Duration::from_secs(20)).await;
+        assert_eq!(word.unwrap(), None);
+        killer.join().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_that_never_reports_fails_the_wait_at_the_limit() {
+        let (mut child, pidfd, read, _write) = stand_in();
+        let started = std::time::Instant::now();
+        let word = first_word(&read, &pidfd, std::time::Duration::from_millis(400)).await;
+        assert_eq!(word.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]
