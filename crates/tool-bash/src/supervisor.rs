@@ -45,8 +45,9 @@
 //! - It calls no C library function and touches no thread-local storage: system calls are made
 //!   directly (the `raw` module below), so no `errno` is written. Its thread pointer is set
 //!   (`CLONE_SETTLS`) to a zeroed area of its own mapping, so even an accidental access to
-//!   thread-local storage cannot reach a harness thread's. The one C library call left is
-//!   `clone` for the shell, whose only thread-local access (`errno` on failure) lands there.
+//!   thread-local storage cannot reach a harness thread's. The C library calls left are `clone`
+//!   for the shell, whose only thread-local access (`errno` on failure) lands there, and
+//!   `__errno_location` to read that `errno` back.
 //! - It never allocates, locks, or panics (a panic would allocate in the harness's heap).
 //! - It starts with every signal blocked (the harness blocks them around the clone), so no
 //!   handler of the harness ever runs in it; it hears signals through a `signalfd`. Before it
@@ -740,6 +741,24 @@ async fn first_word(
     }
 }
 
+/// `fd`, moved to a descriptor above 0–2 if it sits on one (a harness started with its standard
+/// streams closed): the shell-to-be installs its streams there and still writes a failed start
+/// on the report pipe, and the supervisor must keep its control pipe apart from them.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: `fcntl` on a descriptor this function owns; on success the copy is a new
+    // descriptor owned by nobody else, so wrapping it in `OwnedFd` is sound.
+    unsafe {
+        let copy = libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3);
+        if copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(copy))
+    }
+}
+
 /// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
 /// end stays blocking: the two ends are separate open files). One `fcntl` where the runtime's
 /// checked conversion takes three: the end is known to be a pipe, and its only status flag is
@@ -834,6 +853,7 @@ impl Supervised {
         };
         let (control_read, control_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
+        let (control_read, report_write) = (above_stdio(control_read)?, above_stdio(report_write)?);
         let fds = PlanFds {
             stdio: [stdin_fd, stdout_write.as_raw_fd(), stderr_write.as_raw_fd()],
             control: control_read.as_raw_fd(),
@@ -1185,6 +1205,16 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             size_of::<u64>()
         );
         sys!(SYS_setpgid, 0, 0);
+        // Its name in `ps` and `/proc/PID/comm`: it shares the harness's memory, so its command
+        // line is the harness's, and it would pass for another copy of the harness.
+        sys!(
+            SYS_prctl,
+            libc::PR_SET_NAME,
+            c"dsh-supervisor".as_ptr(),
+            0,
+            0,
+            0
+        );
         reset_handlers();
         let subreaper = sys!(SYS_prctl, libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         if subreaper < 0 {
@@ -1358,7 +1388,9 @@ unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
             plan.shell_on_mapping.as_ptr(),
         );
         if shell == -1 {
-            return Err(libc::EAGAIN);
+            // The C library set `errno` in this supervisor's private thread area; reading it
+            // back is one more C library call, a thread-pointer offset.
+            return Err(*libc::__errno_location());
         }
         // Also from this side, so the shell's group exists before the harness hears its pid.
         sys!(SYS_setpgid, shell, shell);
