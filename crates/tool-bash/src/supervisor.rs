@@ -30,7 +30,8 @@
 //! process of its own (its own pid, file table, signal handlers, subreaper flag), sharing the
 //! harness's memory instead of copying it. It runs in one anonymous mapping the harness made
 //! for it alone, which is reused for another command or unmapped only after the supervisor was
-//! reaped:
+//! reaped and its shell-to-be has left it (called `execve` or exited, which the kernel marks in
+//! the mapping: `CLONE_CHILD_CLEARTID`):
 //!
 //! ```text
 //! [guard][stack ↓][guard][shell-to-be's stack ↓][thread area: private TLS][plan: argv, envp, …]
@@ -44,11 +45,16 @@
 //! - It calls no C library function and touches no thread-local storage: system calls are made
 //!   directly (the `raw` module below), so no `errno` is written. Its thread pointer is set
 //!   (`CLONE_SETTLS`) to a zeroed area of its own mapping, so even an accidental access to
-//!   thread-local storage cannot reach a harness thread's. The one C library call left is
-//!   `clone` for the shell, whose only thread-local access (`errno` on failure) lands there.
+//!   thread-local storage cannot reach a harness thread's. The C library calls left are `clone`
+//!   for the shell, whose only thread-local access (`errno` on failure) lands there, and
+//!   `__errno_location` to read that `errno` back.
 //! - It never allocates, locks, or panics (a panic would allocate in the harness's heap).
 //! - It starts with every signal blocked (the harness blocks them around the clone), so no
-//!   handler of the harness ever runs in it; it hears signals through a `signalfd`.
+//!   handler of the harness ever runs in it; it hears signals through a `signalfd`. Before it
+//!   starts the shell it resets every handled signal of its own copy of the handler table to the
+//!   default action, and `SIGPIPE` and `SIGCHLD` even if ignored, as `posix_spawn` does: the
+//!   shell-to-be, which unblocks signals just before its `execve`, never runs a handler of the
+//!   harness either.
 //!
 //! What sharing costs in guarantees: the kernel treats processes that share memory as one when
 //! it kills for memory (the OOM killer kills every process sharing the memory) and, before Linux
@@ -110,6 +116,10 @@ struct Plan {
     /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
     /// references.
     shell: AtomicI32,
+    /// 1 until the shell-to-be has left this mapping: the kernel zeroes it when the shell-to-be
+    /// calls `execve` or exits (`CLONE_CHILD_CLEARTID`). Until then it may still run on the
+    /// mapping, whatever became of its supervisor.
+    shell_on_mapping: AtomicI32,
 }
 
 fn c_string(bytes: &[u8]) -> io::Result<CString> {
@@ -231,6 +241,9 @@ unsafe impl Sync for Mapping {}
 
 /// Mappings whose supervisors were reaped, ready for the next command.
 static POOL: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
+/// Mappings of killed supervisors whose shell-to-be may still run on them (see
+/// [`Mapping::release`]).
+static LINGERING: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
 /// The most mappings the pool keeps (about 200 KiB of address space each, mostly untouched).
 const POOL_SIZE: usize = 8;
 
@@ -332,6 +345,7 @@ impl Mapping {
                 control: fds.control,
                 report: fds.report,
                 shell: AtomicI32::new(0),
+                shell_on_mapping: AtomicI32::new(1),
             });
         }
         (
@@ -341,17 +355,39 @@ impl Mapping {
         )
     }
 
-    /// Gives back the mapping of a reaped supervisor (or of one that never started). Only a
-    /// supervisor that exited by itself is known to have outlived its shell-to-be (it exits
-    /// only with no child left): the mapping of one that was killed is unmapped, not reused,
-    /// in case its shell-to-be still runs on it (it would fault, not corrupt another command).
-    fn release(self, reusable: bool) {
+    /// Gives back the mapping of a reaped supervisor (or of one that never started): to the
+    /// pool, or unmapped when the pool is full. A supervisor that exited by itself outlived its
+    /// shell-to-be (it exits only with no child left), but one that was killed may leave a
+    /// shell-to-be still running on the mapping before its `execve`: reusing the mapping then
+    /// would have it read another command's plan, and unmapping it might let a later mapping
+    /// of the harness take its place. Such a mapping is set aside until the kernel says the
+    /// shell-to-be has left it ([`Mapping::shell_gone`]); [`reap_exiting`] looks again at each
+    /// spawn. A shell-to-be that never leaves (stopped before its `execve`, its group's
+    /// `SIGKILL` refused) keeps its mapping, about 200 KiB of address space, for the harness's
+    /// life: a rare leak in place of a use after free.
+    fn release(self) {
+        if !self.shell_gone() {
+            lock(&LINGERING).push(self);
+            return;
+        }
         let mut pool = lock(&POOL);
-        if reusable && pool.len() < POOL_SIZE {
+        if pool.len() < POOL_SIZE {
             pool.push(self);
         } else {
             drop(pool);
             self.unmap();
+        }
+    }
+
+    /// Whether no shell-to-be runs on this mapping: none was cloned, or it has called `execve`
+    /// or exited. Asked only once the supervisor was reaped, so no shell can be cloned later.
+    fn shell_gone(&self) -> bool {
+        let plan = (self.base as usize + Layout::new().plan) as *const Plan;
+        // SAFETY: the plan is inside the mapping, written by `prepare` and by the kernel (the
+        // shell's pid at the clone, the zero when the shell-to-be leaves); only atomics are read.
+        unsafe {
+            (*plan).shell.load(Ordering::SeqCst) == 0
+                || (*plan).shell_on_mapping.load(Ordering::SeqCst) == 0
         }
     }
 
@@ -365,7 +401,8 @@ impl Mapping {
     }
 
     fn unmap(self) {
-        // SAFETY: the mapping is this one's own, and no process runs on it (see `release`).
+        // SAFETY: the mapping is this one's own, and no process runs on it: its supervisor was
+        // reaped and its shell-to-be has left it (see `release`).
         unsafe {
             libc::munmap(self.base.cast(), self.len);
         }
@@ -399,7 +436,7 @@ impl Unreaped {
             return true;
         }
         // SAFETY: `info` is a zeroed siginfo the kernel fills; the pidfd is this supervisor's.
-        let reaped: Option<bool> = unsafe {
+        let reaped = unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let result = libc::waitid(
                 libc::P_PIDFD,
@@ -408,18 +445,17 @@ impl Unreaped {
                 libc::WEXITED | libc::WNOHANG | libc::__WALL,
             );
             if result == 0 {
-                (info.si_pid() != 0).then_some(info.si_code == libc::CLD_EXITED)
+                info.si_pid() != 0
             } else {
-                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way, how
-                // unknown.
-                (io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)).then_some(false)
+                // ECHILD: someone else's `waitpid(-1)` reaped it; it is gone either way.
+                io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
             }
         };
-        let Some(exited) = reaped else {
+        if !reaped {
             return false;
-        };
+        }
         if let Some(mapping) = self.mapping.take() {
-            mapping.release(exited);
+            mapping.release();
         }
         true
     }
@@ -449,11 +485,27 @@ impl Unreaped {
     }
 }
 
-/// Reaps the supervisors that were exiting when their commands were dropped.
+/// Reaps the supervisors that were exiting when their commands were dropped, and releases the
+/// set-aside mappings whose shell-to-be has left them.
 fn reap_exiting() {
     let mut exiting = lock(&EXITING);
     if !exiting.is_empty() {
         exiting.retain_mut(|supervisor| !supervisor.try_reap());
+    }
+    drop(exiting);
+    let gone: Vec<Mapping> = {
+        let mut lingering = lock(&LINGERING);
+        if lingering.is_empty() {
+            return;
+        }
+        let (gone, still) = std::mem::take(&mut *lingering)
+            .into_iter()
+            .partition(Mapping::shell_gone);
+        *lingering = still;
+        gone
+    };
+    for mapping in gone {
+        mapping.release();
     }
 }
 
@@ -466,6 +518,29 @@ struct SupervisorProcess {
 }
 
 impl SupervisorProcess {
+    /// Kills the supervisor (by its pidfd, so never another process that reused its pid) and
+    /// the group of the shell it cloned, if any.
+    fn kill(&self) {
+        let Some(unreaped) = self.unreaped.as_ref() else {
+            return;
+        };
+        // SAFETY: `pidfd_send_signal` on this supervisor's own pidfd, and `kill` of a process
+        // group; neither touches memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                unreaped.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+            let shell = unreaped.mapping.as_ref().map_or(0, Mapping::cloned_shell);
+            if shell > 0 {
+                libc::kill(-shell, libc::SIGKILL);
+            }
+        }
+    }
+
     async fn reap(&mut self) {
         if let Some(unreaped) = self.unreaped.as_mut() {
             unreaped.reap().await;
@@ -534,27 +609,154 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
 }
 
-/// Reads the supervisor's first report (the shell's pid, or `-errno`) from the still blocking
-/// report pipe; `None` if the supervisor left without one.
-fn first_word(report: &OwnedFd) -> io::Result<Option<i32>> {
-    let mut word = [0u8; 4];
-    let mut filled = 0;
-    while filled < word.len() {
-        let rest = &mut word[filled..];
-        // SAFETY: a read into the unfilled part of a stack buffer.
-        let read = unsafe { libc::read(report.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
-        match read {
-            0 => return Ok(None),
-            n if n > 0 => filled += n.unsigned_abs(),
-            _ => {
-                let error = io::Error::last_os_error();
-                if error.kind() != io::ErrorKind::Interrupted {
-                    return Err(error);
+/// How long the harness blocks its thread for the supervisor's first report before it waits
+/// through the runtime instead: the report comes within a millisecond or so, and blocking (as
+/// `posix_spawn` blocks its caller) saves a wake-up of another thread.
+const FIRST_REPORT_BLOCKING_MS: libc::c_int = 50;
+/// How long the harness waits for the first report at all. A supervisor that never reports
+/// (stopped by a signal, say) fails the spawn instead of hanging the call.
+const FIRST_REPORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a look at the supervisor's first report found.
+enum FirstReport {
+    /// The shell's pid, or `-errno`.
+    Word(i32),
+    /// The supervisor is gone (or its report pipe ended) without a whole word.
+    Gone,
+    /// Nothing yet.
+    Pending,
+}
+
+/// The first report read so far from the still blocking report pipe: the word's bytes, and how
+/// many arrived.
+struct FirstWord {
+    bytes: [u8; 4],
+    filled: usize,
+}
+
+impl FirstWord {
+    /// Waits at most `timeout_ms` (`poll`'s units) for the report pipe or the supervisor's
+    /// pidfd to be ready, and reads what the pipe holds. The pipe comes first: a supervisor
+    /// that reported and then exited has its report read.
+    fn poll(&mut self, report: &OwnedFd, pidfd: &OwnedFd, timeout_ms: libc::c_int) -> FirstReport {
+        let mut fds = [
+            libc::pollfd {
+                fd: report.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: `poll` on two descriptors of a stack array this function owns.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) } <= 0 {
+            return FirstReport::Pending;
+        }
+        if fds[0].revents != 0 {
+            let rest = &mut self.bytes[self.filled..];
+            // SAFETY: a read into the unfilled part of a buffer this function borrows; the pipe
+            // is ready, so the read does not block.
+            let read =
+                unsafe { libc::read(report.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+            return match read {
+                0 => FirstReport::Gone,
+                n if n > 0 => {
+                    self.filled += n.unsigned_abs();
+                    if self.filled == self.bytes.len() {
+                        FirstReport::Word(i32::from_ne_bytes(self.bytes))
+                    } else {
+                        FirstReport::Pending
+                    }
                 }
-            }
+                // EINTR: look again.
+                _ => FirstReport::Pending,
+            };
+        }
+        if fds[1].revents != 0 {
+            FirstReport::Gone
+        } else {
+            FirstReport::Pending
         }
     }
-    Ok(Some(i32::from_ne_bytes(word)))
+}
+
+/// Reads the supervisor's first report: `Some` word (the shell's pid, or `-errno`), or `None`
+/// if the supervisor left without one. It blocks this thread briefly
+/// ([`FIRST_REPORT_BLOCKING_MS`]), then waits through the runtime for the report pipe or the
+/// supervisor's pidfd, at most `limit` in all ([`FIRST_REPORT_LIMIT`]).
+async fn first_word(
+    report: &OwnedFd,
+    pidfd: &OwnedFd,
+    limit: std::time::Duration,
+) -> io::Result<Option<i32>> {
+    let mut word = FirstWord {
+        bytes: [0; 4],
+        filled: 0,
+    };
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(FIRST_REPORT_BLOCKING_MS as u64) {
+        match word.poll(report, pidfd, FIRST_REPORT_BLOCKING_MS) {
+            FirstReport::Word(word) => return Ok(Some(word)),
+            FirstReport::Gone => return Ok(None),
+            FirstReport::Pending => {}
+        }
+    }
+    // SAFETY: both descriptors are borrowed for this whole function, so they stay open for the
+    // life of these registrations, which end in it (before the report pipe is registered again
+    // as the command's `pipe::Receiver`, and the pidfd for the supervisor's reaping).
+    let (report_ready, supervisor_gone) = unsafe {
+        (
+            tokio::io::unix::AsyncFd::register_with_interest(
+                report.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )?,
+            tokio::io::unix::AsyncFd::register_with_interest(
+                pidfd.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )?,
+        )
+    };
+    let wait = async {
+        loop {
+            match word.poll(report, pidfd, 0) {
+                FirstReport::Word(word) => return Ok(Some(word)),
+                FirstReport::Gone => return Ok(None),
+                FirstReport::Pending => {}
+            }
+            tokio::select! {
+                ready = report_ready.readable() => ready?.clear_ready(),
+                ready = supervisor_gone.readable() => ready?.clear_ready(),
+            }
+        }
+    };
+    match tokio::time::timeout(limit.saturating_sub(started.elapsed()), wait).await {
+        Ok(result) => result,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the command's supervisor did not report within {limit:?}"),
+        )),
+    }
+}
+
+/// `fd`, moved to a descriptor above 0–2 if it sits on one (a harness started with its standard
+/// streams closed): the shell-to-be installs its streams there and still writes a failed start
+/// on the report pipe, and the supervisor must keep its control pipe apart from them.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: `fcntl` on a descriptor this function owns; on success the copy is a new
+    // descriptor owned by nobody else, so wrapping it in `OwnedFd` is sound.
+    unsafe {
+        let copy = libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3);
+        if copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(copy))
+    }
 }
 
 /// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
@@ -567,6 +769,55 @@ fn nonblocking(fd: OwnedFd) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     Ok(fd)
+}
+
+/// The oldest kernel the supervisor runs on: the harness waits for a supervisor on its pidfd
+/// (`CLONE_PIDFD`, Linux 5.2; `waitid(P_PIDFD)`, Linux 5.4).
+const MINIMUM_KERNEL: &str = "Linux 5.4";
+
+fn unsupported_kernel() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "the command supervisor needs {MINIMUM_KERNEL} or later (waiting on a pidfd); \
+             this kernel lacks it"
+        ),
+    )
+}
+
+/// Whether this kernel can wait on a pidfd, probed once: a pidfd of this process, on which
+/// `waitid(P_PIDFD)` fails with `ECHILD` (this process is not its own child) where the kernel
+/// knows `P_PIDFD`, and with `EINVAL` before Linux 5.4.
+fn pidfd_waits() -> bool {
+    static SUPPORTED: OnceLock<bool> = OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        // SAFETY: `pidfd_open` of this process; on success the descriptor is new and owned by
+        // nobody else, so wrapping it in `OwnedFd` is sound; `info` is a zeroed siginfo the
+        // kernel may fill.
+        unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+            let Ok(fd) = RawFd::try_from(fd) else {
+                return false;
+            };
+            if fd < 0 {
+                return false;
+            }
+            let fd = OwnedFd::from_raw_fd(fd);
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let result = libc::waitid(
+                libc::P_PIDFD,
+                fd.as_raw_fd() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::__WALL,
+            );
+            let supported =
+                result == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL);
+            if !supported {
+                tracing::warn!("this kernel cannot wait on a pidfd: no command can start");
+            }
+            supported
+        }
+    })
 }
 
 /// `/dev/null`, opened once: the stdin of every command without stdin bytes.
@@ -583,6 +834,9 @@ impl Supervised {
     /// Starts `launch` under a supervisor: the supervisor and the shell each lead their own
     /// process group; the shell's stdout and stderr are pipes to the harness.
     pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
+        if !pidfd_waits() {
+            return Err(unsupported_kernel());
+        }
         reap_exiting();
         let strings = Strings::new(&launch)?;
         let (stdout_read, stdout_write) = pipe()?;
@@ -599,6 +853,7 @@ impl Supervised {
         };
         let (control_read, control_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
+        let (control_read, report_write) = (above_stdio(control_read)?, above_stdio(report_write)?);
         let fds = PlanFds {
             stdio: [stdin_fd, stdout_write.as_raw_fd(), stderr_write.as_raw_fd()],
             control: control_read.as_raw_fd(),
@@ -634,8 +889,16 @@ impl Supervised {
             let error = io::Error::last_os_error();
             libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
             if pid == -1 {
-                mapping.release(true);
+                mapping.release();
                 return Err(error);
+            }
+            if pidfd < 0 {
+                // A kernel that ignored `CLONE_PIDFD` (the probe said it would not): the
+                // supervisor cannot be waited for on a pidfd, so it is killed and reaped here.
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL);
+                mapping.release();
+                return Err(unsupported_kernel());
             }
             // Also from this side, so the group exists before anything can signal the harness's.
             libc::setpgid(pid, pid);
@@ -657,9 +920,14 @@ impl Supervised {
         ));
         // The shell's pid comes as soon as the supervisor has cloned it (or why it did not
         // start, when that came first), a wait shorter than `posix_spawn`'s, which blocks its
-        // caller the same way. Read without the runtime, it costs no wake-up of another thread.
-        // A failed start reported after the pid comes to `shell_end`.
-        let shell = match first_word(&report_read) {
+        // caller the same way; see `first_word` for its bounds. A failed start reported after
+        // the pid comes to `shell_end`. Should this future be dropped meanwhile, the control
+        // pipe closes with it and the supervisor sweeps whatever it started.
+        let first = match supervisor.unreaped.as_ref() {
+            Some(unreaped) => first_word(&report_read, &unreaped.pidfd, FIRST_REPORT_LIMIT).await,
+            None => Ok(None),
+        };
+        let shell = match first {
             Ok(Some(shell)) if shell > 0 => shell,
             Ok(Some(error)) => {
                 supervisor.exiting = true;
@@ -682,7 +950,12 @@ impl Supervised {
                 }
                 cloned
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                // A supervisor that never reported (stopped, say) is killed, and with it
+                // whatever shell it started, rather than left behind.
+                supervisor.kill();
+                return Err(error);
+            }
         };
         Ok(Supervised {
             supervisor,
@@ -932,16 +1205,17 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             size_of::<u64>()
         );
         sys!(SYS_setpgid, 0, 0);
-        // The harness ignores SIGPIPE; the shell must not inherit that (an ignored signal
-        // stays ignored across `execve`). A zeroed kernel sigaction is SIG_DFL.
-        let default = [0u64; 4];
+        // Its name in `ps` and `/proc/PID/comm`: it shares the harness's memory, so its command
+        // line is the harness's, and it would pass for another copy of the harness.
         sys!(
-            SYS_rt_sigaction,
-            libc::SIGPIPE,
-            default.as_ptr(),
+            SYS_prctl,
+            libc::PR_SET_NAME,
+            c"dsh-supervisor".as_ptr(),
             0,
-            size_of::<u64>()
+            0,
+            0
         );
+        reset_handlers();
         let subreaper = sys!(SYS_prctl, libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         if subreaper < 0 {
             report_failure(plan.report, errno(subreaper));
@@ -971,6 +1245,56 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
+/// Resets the harness's signal handlers in this supervisor's own copy of the handler table (it
+/// was cloned without `CLONE_SIGHAND`), which the shell-to-be copies in turn, as `posix_spawn`
+/// does: every handled signal goes back to its default action, so a signal that reaches the
+/// shell-to-be before its `execve` (a `SIGTERM` of a call cancelled at once) acts on it as on
+/// the shell, instead of running a handler of the harness on the harness's memory (telling the
+/// harness of a signal nobody sent it, and swallowing the signal). Ignored signals stay ignored,
+/// as a spawned program inherits them, but for two: `SIGPIPE`, which the harness ignores and the
+/// shell must not (an ignored signal stays ignored across `execve`), and `SIGCHLD`, whose
+/// `SIG_IGN` would have the kernel reap the shell before the supervisor could read its status.
+///
+/// # Safety
+/// Only in the supervisor, with every signal blocked.
+unsafe fn reset_handlers() {
+    // The kernel's sigaction: the handler first, then flags, (restorer,) mask; four words hold
+    // either architecture's. A zeroed one is SIG_DFL with no flags.
+    let default = [0u64; 4];
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        let mut old = [0u64; 4];
+        // SAFETY: reads into and from stack memory of this supervisor's handler table only;
+        // a signal the kernel refuses is left as it is.
+        unsafe {
+            let always = signal == libc::SIGPIPE || signal == libc::SIGCHLD;
+            if !always
+                && sys!(
+                    SYS_rt_sigaction,
+                    signal,
+                    0,
+                    old.as_mut_ptr(),
+                    size_of::<u64>()
+                ) != 0
+            {
+                continue;
+            }
+            let handler = old[0] as usize;
+            if always || (handler != libc::SIG_DFL && handler != libc::SIG_IGN) {
+                sys!(
+                    SYS_rt_sigaction,
+                    signal,
+                    default.as_ptr(),
+                    0,
+                    size_of::<u64>()
+                );
+            }
+        }
+    }
+}
+
 fn errno(result: isize) -> i32 {
     i32::try_from(result.unsigned_abs()).unwrap_or(libc::EINVAL)
 }
@@ -993,8 +1317,8 @@ unsafe fn report_failure(report: RawFd, error: i32) -> ! {
 /// (`-errno`, ahead of the status the supervisor reports when it reaps it).
 extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the plan in the supervisor's mapping, which is neither reused nor
-    // unmapped before the supervisor reaped this process (see `Mapping::release`); only raw
-    // system calls follow.
+    // unmapped before this process has left it by `execve` or exit, whatever becomes of the
+    // supervisor (see `Mapping::release`); only raw system calls follow.
     unsafe {
         let plan = &*(arg as *const Plan);
         // First out of the way of 0–2 (a descriptor may already sit on one of them), then in.
@@ -1021,9 +1345,9 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
             result = sys!(SYS_chdir, plan.workdir);
         }
         if result == 0 {
-            // Its own group first, while every signal is still blocked: from here to `execve`
-            // only a signal sent to this very pid could run one of the harness's handlers
-            // (which `execve` then resets), as with `posix_spawn`.
+            // Its own group first, while every signal is still blocked. The handlers are the
+            // defaults (`reset_handlers`), so a signal already pending for the group acts on the
+            // shell-to-be as it would on the shell.
             sys!(SYS_setpgid, 0, 0);
             let empty = 0u64;
             sys!(
@@ -1044,26 +1368,29 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
 /// page table is copied), but without waiting for its `execve`: the shell-to-be reports a
 /// failed start itself, so the harness hears the pid one wake-up sooner and the shell's
 /// `execve` overlaps the harness's own work. The kernel writes the pid into the plan at the
-/// clone (`CLONE_PARENT_SETTID`).
+/// clone (`CLONE_PARENT_SETTID`), and zeroes `shell_on_mapping` when the shell-to-be leaves the
+/// mapping (`CLONE_CHILD_CLEARTID`), so the harness knows when it may reuse the mapping.
 ///
 /// # Safety
 /// Only in the supervisor, with every signal blocked.
 unsafe fn start_shell(plan: &Plan) -> Result<libc::pid_t, i32> {
     // SAFETY: the shell-to-be's stack and the plan are in this supervisor's mapping, which
-    // outlives the shell-to-be; the C library's `clone` touches thread-local storage only to set
+    // outlives the shell-to-be's use of it (`shell_on_mapping`, see `Mapping::release`); the C library's `clone` touches thread-local storage only to set
     // `errno` on failure, which is this supervisor's private thread area.
     unsafe {
         let shell = libc::clone(
             exec_shell,
             plan.exec_stack,
-            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
             std::ptr::from_ref(plan).cast_mut().cast(),
             plan.shell.as_ptr(),
             std::ptr::null_mut::<libc::c_void>(),
-            std::ptr::null_mut::<libc::pid_t>(),
+            plan.shell_on_mapping.as_ptr(),
         );
         if shell == -1 {
-            return Err(libc::EAGAIN);
+            // The C library set `errno` in this supervisor's private thread area; reading it
+            // back is one more C library call, a thread-pointer offset.
+            return Err(*libc::__errno_location());
         }
         // Also from this side, so the shell's group exists before the harness hears its pid.
         sys!(SYS_setpgid, shell, shell);
@@ -1487,6 +1814,130 @@ mod tests {
         );
         let mut path = [0u8; 64];
         assert_eq!(proc_path(&mut path, 1, &[b'x'; 60]), None);
+    }
+
+    /// The mapping of a supervisor is marked free of its shell-to-be as soon as the shell has
+    /// called `execve`, while it still runs: a killed supervisor's mapping is then reusable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_kernel_marks_the_mapping_once_the_shell_has_left_it() {
+        let launch = Launch {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "echo started; exec sleep 30".into()],
+            env: Vec::new(),
+            workdir: "/".into(),
+            stdin_piped: false,
+        };
+        let mut supervised = Supervised::spawn(launch).await.unwrap();
+        let mapping_gone = |supervised: &Supervised| {
+            supervised
+                .supervisor
+                .unreaped
+                .as_ref()
+                .and_then(|unreaped| unreaped.mapping.as_ref())
+                .map(Mapping::shell_gone)
+        };
+        let mut stdout = supervised.stdout().unwrap();
+        let mut line = [0u8; 8];
+        stdout.read_exact(&mut line).await.unwrap();
+        assert_eq!(&line, b"started\n");
+        assert_eq!(mapping_gone(&supervised), Some(true));
+        assert!(supervised.sweep(std::time::Duration::from_secs(10)).await);
+    }
+
+    /// Before the kernel has marked it, a mapping with a cloned shell is not free.
+    #[test]
+    fn a_mapping_whose_shell_to_be_has_not_left_is_not_free() {
+        let strings = Strings::new(&Launch {
+            program: "/bin/sh".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            workdir: "/".into(),
+            stdin_piped: false,
+        })
+        .unwrap();
+        let mut mapping = Mapping::obtain(strings.plan_bytes()).unwrap();
+        let fds = PlanFds {
+            stdio: [0, 1, 2],
+            control: 0,
+            report: 0,
+        };
+        let (_, _, plan) = mapping.prepare(&strings, fds);
+        assert!(mapping.shell_gone(), "no shell was cloned yet");
+        // SAFETY: the plan was just written by `prepare`; no supervisor runs on the mapping.
+        unsafe { (*(plan as *const Plan)).shell.store(4242, Ordering::SeqCst) };
+        assert!(!mapping.shell_gone());
+        mapping.unmap();
+    }
+
+    /// A process to stand for a supervisor, its pidfd, and a report pipe whose write end the
+    /// test holds (so the pipe never ends by itself).
+    fn stand_in() -> (std::process::Child, OwnedFd, OwnedFd, OwnedFd) {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // SAFETY: `pidfd_open` of a child of this process; the new descriptor is owned here.
+        let pidfd = unsafe {
+            let fd = libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0);
+            assert!(fd >= 0, "{}", io::Error::last_os_error());
+            OwnedFd::from_raw_fd(fd as RawFd)
+        };
+        let (read, write) = pipe().unwrap();
+        (child, pidfd, read, write)
+    }
+
+    // The stand-in's report and death come 300 ms late on purpose: after the 50 ms the harness
+    // blocks its thread, so these tests cover the wait through the runtime.
+
+    #[tokio::test]
+    async fn a_first_report_after_the_blocking_wait_is_read_through_the_runtime() {
+        let (mut child, pidfd, read, write) = stand_in();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::io::Write::write_all(&mut std::fs::File::from(write), &4242i32.to_ne_bytes())
+                .unwrap();
+        });
+        let word = first_word(&read, &pidfd, std::time::Duration::from_secs(20)).await;
+        assert_eq!(word.unwrap(), Some(4242));
+        writer.join().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_gone_without_a_report_ends_the_wait_though_its_pipe_stays_open() {
+        let (mut child, pidfd, read, _write) = stand_in();
+        let pid = child.id() as libc::pid_t;
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            // SAFETY: kills the child this test started, which is not reaped before the join.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        let word = first_word(&read, &pidfd, std::time::Duration::from_secs(20)).await;
+        assert_eq!(word.unwrap(), None);
+        killer.join().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_that_never_reports_fails_the_wait_at_the_limit() {
+        let (mut child, pidfd, read, _write) = stand_in();
+        let started = std::time::Instant::now();
+        let word = first_word(&read, &pidfd, std::time::Duration::from_millis(400)).await;
+        assert_eq!(word.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn the_pidfd_probe_agrees_with_the_kernel_release() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut numbers = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|n| n.parse::<u32>().unwrap());
+        let version = (numbers.next().unwrap(), numbers.next().unwrap());
+        assert_eq!(pidfd_waits(), version >= (5, 4), "kernel {release}");
     }
 
     #[test]

@@ -101,6 +101,12 @@ async fn a_command_that_kills_its_supervisor_is_reported_killed_and_the_next_one
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_is_named_in_ps() {
+    let result = run(&executor(), "cat /proc/$PPID/comm").await;
+    assert_eq!(result.stdout.text, "dsh-supervisor\n");
+}
+
 /// A `bash` of this test's own (a symbolic link), so the guard of this test's executor is the
 /// process running it.
 fn own_bash(dir: &Path) -> PathBuf {
