@@ -63,7 +63,7 @@ pub struct JsonNumber(Box<str>);
 /// position and its last value, as `serde_json` keeps the last value.
 ///
 /// The entries are a vector: argument objects are small, and a linear scan of a few keys is
-/// faster than hashing them. Objects with more than [`INDEXED_FROM`] keys also keep a hash index,
+/// faster than hashing them. Objects with more than 16 keys also keep a hash index,
 /// so a hostile object with many keys still parses and looks up in linear time.
 #[derive(Clone, Default)]
 pub struct JsonObject {
