@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+mod npm;
 #[path = "../../../crates/dsh-tools/tests/support/typescript.rs"]
 mod typescript;
 

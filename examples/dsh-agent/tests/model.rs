@@ -7,6 +7,8 @@
 
 #[path = "support/mock_llm.rs"]
 mod mock_llm;
+#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+mod npm;
 mod support;
 
 use mock_llm::MockLlm;

@@ -1,8 +1,7 @@
 //! The third-party OpenAI-compatible test server `@dwmkerr/mock-llm`, installed from npm into
-//! `target/mock-llm` on first use and reused afterwards, the way the TypeScript compiler is
-//! (crates/dsh-tools/tests/support/typescript.rs): a process that finds no install makes one in
-//! a staging directory of its own and renames it into place, so `target/mock-llm` is either
-//! absent or complete and a killed install leaves only its staging directory behind.
+//! `target/mock-llm` on first use and reused afterwards by `npm.rs` (in
+//! crates/dsh-tools/tests/support; the including crate declares `mod npm`), as the TypeScript
+//! compiler is.
 //!
 //! A running server listens on 127.0.0.1 only and is killed when its [`MockLlm`] is dropped.
 
@@ -22,51 +21,11 @@ pub fn server_script() -> PathBuf {
 }
 
 fn provision() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let script_in = |prefix: &Path| prefix.join("node_modules/@dwmkerr/mock-llm/dist/main.js");
-    let prefix = target.join("mock-llm");
-    if script_in(&prefix).exists() {
-        return script_in(&prefix);
-    }
-    let staging = target.join(format!("mock-llm.staging.{}", std::process::id()));
-    // A staging directory of this process id can only be left over from a dead process.
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).unwrap_or_else(|e| {
-        panic!(
-            "cannot create the staging directory {}: {e}",
-            staging.display()
-        )
-    });
-    let status = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-        ])
-        .arg(&staging)
-        .arg(PACKAGE)
-        .status()
-        .unwrap_or_else(|e| panic!("this test needs node and npm to install {PACKAGE}: {e}"));
-    assert!(
-        status.success() && script_in(&staging).exists(),
-        "npm install {PACKAGE} into {} failed: {status}",
-        staging.display()
-    );
-    if let Err(error) = std::fs::rename(&staging, &prefix) {
-        // Another process renamed its complete install into place first: use that one.
-        let _ = std::fs::remove_dir_all(&staging);
-        assert!(
-            script_in(&prefix).exists(),
-            "cannot move the mock-llm install from {} to {}: {error}",
-            staging.display(),
-            prefix.display()
-        );
-    }
-    script_in(&prefix)
+    crate::npm::install(
+        PACKAGE,
+        "mock-llm",
+        "node_modules/@dwmkerr/mock-llm/dist/main.js",
+    )
 }
 
 /// A running mock-llm, killed on drop.
