@@ -72,18 +72,7 @@ mod tests {
     fn workspace() -> &'static Dependencies {
         static METADATA: OnceLock<Dependencies> = OnceLock::new();
         METADATA.get_or_init(|| {
-            let output = crate::cargo()
-                .args(["metadata", "--format-version", "1", "--no-deps"])
-                .arg("--offline")
-                .current_dir(crate::workspace_root())
-                .output()
-                .unwrap();
-            assert!(
-                output.status.success(),
-                "{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let metadata = crate::metadata(&crate::workspace_root(), &["--no-deps"]);
             let name = |v: &Value| v["name"].as_str().unwrap().to_owned();
             metadata["packages"]
                 .as_array()
@@ -233,18 +222,7 @@ mod tests {
             .lines()
             .find_map(|line| line.strip_prefix("host: "))
             .unwrap();
-        let output = crate::cargo()
-            .args(["metadata", "--format-version", "1", "--offline"])
-            .args(["--filter-platform", host])
-            .current_dir(crate::workspace_root())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let metadata = crate::metadata(&crate::workspace_root(), &["--filter-platform", host]);
         let serde_json_nodes = metadata["packages"]
             .as_array()
             .unwrap()

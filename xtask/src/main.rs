@@ -184,6 +184,24 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// `cargo metadata --format-version 1 --offline` with `args`, run in `dir`, for the tests that
+/// read the workspace's graph; panics with cargo's message when it fails.
+#[cfg(test)]
+fn metadata(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let output = cargo()
+        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Reads a file, naming it in the error.
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))

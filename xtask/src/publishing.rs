@@ -30,23 +30,7 @@ mod tests {
     }
 
     fn packages(root: &Path) -> Vec<Package> {
-        let output = crate::cargo()
-            .args([
-                "metadata",
-                "--format-version",
-                "1",
-                "--no-deps",
-                "--offline",
-            ])
-            .current_dir(root)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let metadata = crate::metadata(root, &["--no-deps"]);
         let text = |v: &Value| v.as_str().map(str::to_owned);
         metadata["packages"]
             .as_array()
