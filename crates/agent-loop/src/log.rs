@@ -227,10 +227,9 @@ fn repair(line: usize, text: &str) -> Option<(EventRecord, RepairedLine)> {
     if object
         .get("error")
         .is_some_and(|error| !understood::<ToolFailure>(error))
+        && let Some(error) = object.remove("error")
     {
-        if let Some(error) = object.remove("error") {
-            set_aside.push((String::from("/error"), error.to_string()));
-        }
+        set_aside.push((String::from("/error"), error.to_string()));
     }
     if let Some(JsonValue::Array(blocks)) = object.get_mut("content") {
         let mut index = 0;

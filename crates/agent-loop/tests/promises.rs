@@ -258,7 +258,12 @@ async fn a_fresh_id_never_collides_with_an_id_the_model_streams() {
             &["dup", "call-auto-2", "call-auto-3", "call-auto-4"][..],
         ),
         (
-            &[("", "a"), ("call-auto-1", "b"), ("call-auto-3", "c"), ("", "d")][..],
+            &[
+                ("", "a"),
+                ("call-auto-1", "b"),
+                ("call-auto-3", "c"),
+                ("", "d"),
+            ][..],
             &["call-auto-1", "call-auto-2", "call-auto-3", "call-auto-4"][..],
         ),
     ] {
@@ -541,9 +546,13 @@ fn a_log_with_crlf_line_ends_or_invalid_utf8_reads_line_by_line() {
     // Written with CRLF line ends by an editor, and with a byte that is not UTF-8 in line 2.
     let mut bytes = Vec::new();
     for line in lines {
-        bytes.extend(line.replace(r"\xff", "\u{1}").as_bytes().iter().map(|b| {
-            if *b == 1 { 0xff } else { *b }
-        }));
+        bytes.extend(
+            line.replace(r"\xff", "\u{1}").as_bytes().iter().map(
+                |b| {
+                    if *b == 1 { 0xff } else { *b }
+                },
+            ),
+        );
         bytes.extend(b"\r\n");
     }
     let contents: Vec<String> = LogLines::new(std::io::Cursor::new(bytes), MAX_LINE_BYTES)

@@ -121,8 +121,13 @@ fn finish(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            // The reason may quote the model or a tool (a provider's error text): escaped like
+            // everything else that reaches the terminal.
             if !failure.message.is_empty() {
-                output::say(&format!("dsh-agent: {}", failure.message));
+                output::say(&format!(
+                    "dsh-agent: {}",
+                    presenters::escape_controls(&failure.message)
+                ));
             }
             ExitCode::from(failure.status)
         }
@@ -660,7 +665,9 @@ async fn settle_background(
             return still;
         }
         let first = deadline.is_none();
-        let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + wait);
+        // A wait too long for the clock to count (`--wait-jobs 500000000000y`) has no end.
+        let deadline =
+            *deadline.get_or_insert_with(|| tokio::time::Instant::now().checked_add(wait));
         if interrupt.is_none() && !wait.is_zero() {
             interrupt =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
@@ -670,10 +677,11 @@ async fn settle_background(
             .filter(|job| announced.insert(job.id.to_string()))
             .collect();
         if !new.is_empty() {
-            let left = if first {
-                wait
-            } else {
-                deadline.saturating_duration_since(tokio::time::Instant::now())
+            let left = match deadline {
+                Some(deadline) if !first => {
+                    deadline.saturating_duration_since(tokio::time::Instant::now())
+                }
+                _ => wait,
             };
             output::say(&announcement(&new, left, wait));
         }
@@ -688,9 +696,15 @@ async fn settle_background(
                     None => std::future::pending().await,
                 }
             };
+            let ran_out = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
             let why = tokio::select! {
                 _ = settled => continue,
-                () = tokio::time::sleep_until(deadline) => "the wait ran out",
+                () = ran_out => "the wait ran out",
                 _ = interrupted => "interrupted",
                 () = stop.cancelled() => "stdout is closed",
             };
@@ -729,7 +743,7 @@ fn announcement(jobs: &[&JobSnapshot], left: Duration, wait: Duration) -> String
         return format!("{still}; stopping {} now ({why})", them(jobs.len()));
     }
     // Whole milliseconds, in the syntax `--wait-jobs` takes.
-    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let left = Duration::new(left.as_secs(), left.subsec_millis() * 1_000_000);
     format!(
         "{still}; waiting up to {} for {} (Ctrl-C stops {} now; --wait-jobs sets the wait)",
         humantime::format_duration(left),

@@ -89,6 +89,43 @@ fn hostile_output_and_arguments_reach_the_terminal_escaped() {
     );
 }
 
+/// What the program itself says on stderr quotes text from the model and the tools too: a
+/// model's error, a background job's command, a notice no turn took. None of it reaches the
+/// terminal raw.
+#[test]
+fn hostile_text_in_errors_and_job_names_reaches_stderr_escaped() {
+    let dir = scratch();
+    let steps = json!([
+        { "toolCalls": [ {
+            "id": "c1",
+            "name": "bash",
+            "arguments": {
+                "command": "sleep 30 # \u{1b}]0;owned\u{7}",
+                "description": "Sleep \u{202e}",
+                "run_in_background": true
+            }
+        } ] },
+        { "error": "the server said \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}2J\u{202e}" },
+    ]);
+    let script = write_script(dir.path(), steps);
+    let output = run(&[
+        "run",
+        "--script",
+        script.to_str().unwrap(),
+        "--wait-jobs",
+        "0",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let errors = stderr(&output);
+    assert_eq!(controls_in(&errors), Vec::<char>::new(), "{errors}");
+    assert_eq!(
+        errors,
+        "dsh-agent: 1 background job still running after the session: bash-1 (sleep 30 # \\x1b]0;owned\\x07); stopping it now (--wait-jobs 0)\n\
+         dsh-agent: the server said \\x1b]52;c;cm0gLXJmIH4=\\x07\\u{9b}2J\\u{202e}\n"
+    );
+    assert_eq!(controls_in(&stdout(&output)), Vec::<char>::new());
+}
+
 #[test]
 fn the_events_keep_what_the_command_printed() {
     let dir = scratch();
