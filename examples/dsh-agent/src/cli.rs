@@ -315,9 +315,31 @@ mod tests {
                 "{text}"
             );
         }
-        let error = parse_words("run --wait-jobs soon").unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::ValueValidation);
-        assert!(error.to_string().contains("`90s`"), "{error}");
+        // The largest wait humantime counts is accepted; `settle_background` treats a wait the
+        // clock cannot add as one without an end.
+        let cli = parse(["dsh-agent", "run", "--wait-jobs", "500000000000years"]).unwrap();
+        let Some(Command::Run(options)) = cli.command else {
+            panic!("{:?}", cli.command);
+        };
+        assert_eq!(
+            options.wait_jobs,
+            Duration::from_secs(500_000_000_000 * 31_557_600)
+        );
+        for text in [
+            "soon",
+            "",
+            " ",
+            "-5s",
+            "5",
+            "00",
+            "1e3s",
+            "99999999999999years",
+        ] {
+            let flag = format!("--wait-jobs={text}");
+            let error = parse(["dsh-agent", "run", flag.as_str()]).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::ValueValidation, "{text:?}");
+            assert!(error.to_string().contains("`90s`"), "{text:?}: {error}");
+        }
     }
 
     /// The offending argument an error names, and the suggestion, if any.
