@@ -35,6 +35,10 @@ A non-zero exit is not an error of the tool: the output ends with `[exit code: N
 head and tail, and the complete output is saved to a file whose path the result names. \
 Commands time out after `timeout_ms` (default 120000, at most 600000).";
 
+/// How the question an escalation puts to the approver starts (`sandbox: "escalate"`): an
+/// approver that grants ordinary calls wholesale can tell these apart and still ask.
+pub const ESCALATION_PREFIX: &str = "leave the sandbox: ";
+
 /// The sentence added when background jobs are enabled.
 pub const BASH_BACKGROUND_DESCRIPTION: &str = " For long-running work (servers, watchers, \
 long builds) set `run_in_background: true`: the call returns a job id at once; read new output \
@@ -533,7 +537,8 @@ async fn escalate(
         return Ok(Arc::clone(executor));
     };
     let question = format!(
-        "run `{}` outside the sandbox ({policy}); justification: {justification}",
+        "{ESCALATION_PREFIX}run `{}` outside the sandbox ({policy}); justification: \
+         {justification}",
         request.command
     );
     match exec.request_approval(question).await {

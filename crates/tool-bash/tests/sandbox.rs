@@ -554,6 +554,10 @@ async fn an_escalation_runs_unconfined_only_when_the_approver_grants_it() {
         asked[0].ends_with("justification: the user asked for a file next to the workspace"),
         "{asked:?}"
     );
+    assert!(
+        asked[0].starts_with("leave the sandbox: run `echo x > "),
+        "{asked:?}"
+    );
     assert!(asked[0].contains("outside the sandbox (workspace-write via landlock"));
 
     let (ok, text) = escalate(&dirs, None).await;
