@@ -303,7 +303,15 @@ impl SandboxReport {
     /// One line for people and models: mode, backend, network, what is not enforced.
     pub fn summary(&self) -> String {
         let Some(backend) = self.backend else {
-            return format!("{} (not confined)", self.mode);
+            if self.unenforced.is_empty() {
+                return format!("{} (not confined)", self.mode);
+            }
+            let missing: Vec<String> = self.unenforced.iter().map(ToString::to_string).collect();
+            return format!(
+                "{} NOT enforced (not confined): {}",
+                self.mode,
+                missing.join(", ")
+            );
         };
         let mut line = format!(
             "{} via {backend}; network {}",
@@ -567,8 +575,15 @@ fn landlock_ruleset(
             .add_rule(PathBeneath::new(fd, file_rights))
             .map_err(setup_error)?;
     }
-    Option::<std::os::fd::OwnedFd>::from(created)
-        .ok_or_else(|| setup_error("the kernel returned no ruleset"))
+    let ruleset = Option::<std::os::fd::OwnedFd>::from(created)
+        .ok_or_else(|| setup_error("the kernel returned no ruleset"))?;
+    // The shell-to-be installs its standard streams on 0–2 before it enforces the ruleset: a
+    // harness started with a standard stream closed may have been given one of those numbers.
+    // `try_clone` duplicates to 3 or above (close-on-exec).
+    if std::os::fd::AsRawFd::as_raw_fd(&ruleset) <= 2 {
+        return ruleset.try_clone().map_err(setup_error);
+    }
+    Ok(ruleset)
 }
 
 /// The `bwrap` wrapper: `/` read-only, a fresh `/dev`, a private `/tmp`, the roots writable, and

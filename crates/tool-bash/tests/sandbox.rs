@@ -431,19 +431,24 @@ async fn best_effort_reports_what_it_could_not_enforce_and_enforces_the_rest() {
 }
 
 #[test]
-fn spill_files_stay_out_of_the_commands_reach() {
-    // The private temp dir is the only writable place that is not a root, and it is not the
-    // spill directory: spill files (written by the harness from pipes) sit in a sibling.
+fn best_effort_without_landlock_says_that_nothing_is_confined() {
     let dirs = Dirs::new();
-    let executor = sandboxed(dirs.policy(SandboxMode::ReadOnly), SandboxBackend::Landlock);
-    let temp = executor.report().temp_dir.clone().unwrap();
-    assert!(
-        temp.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("dsh-sandbox-tmp-")
+    let probe = Simulated {
+        landlock_abi: 0,
+        bubblewrap: Err(String::from("absent")),
+    };
+    let policy = dirs
+        .policy(SandboxMode::ReadOnly)
+        .with_enforcement(Enforcement::BestEffort);
+    let executor =
+        SandboxedExecutor::with_probe(policy, SandboxBackend::Landlock, config(), &probe).unwrap();
+    assert_eq!(executor.report().backend, None);
+    assert_eq!(
+        executor.report().summary(),
+        "read-only NOT enforced (not confined): Landlock file-system rules (Landlock ABI 1, \
+         Linux 5.13), Landlock's truncate right (Landlock ABI 3, Linux 6.2), Landlock TCP rules \
+         (Landlock ABI 4, Linux 6.7)"
     );
-    assert_eq!(executor.report().writable_roots, Vec::<PathBuf>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
