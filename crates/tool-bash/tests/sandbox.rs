@@ -619,3 +619,70 @@ async fn a_denied_write_through_the_tool_names_the_policy() {
     );
     assert!(!target.exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalation_parameters_come_with_a_sandbox_and_are_checked() {
+    let dirs = Dirs::new();
+    let names = |plugin: BashPlugin| -> Vec<String> {
+        let parameters = plugin.definition().unwrap().schema().parameters.to_value();
+        let mut names: Vec<String> = parameters["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    let executor = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+    );
+    let plugin = BashPlugin::new(Arc::new(executor));
+    assert_eq!(
+        names(plugin.clone()),
+        [
+            "command",
+            "description",
+            "justification",
+            "sandbox",
+            "timeout_ms",
+            "workdir"
+        ]
+    );
+    assert!(
+        plugin
+            .definition()
+            .unwrap()
+            .description()
+            .contains("Commands run in a sandbox (workspace-write via landlock; network denied)")
+    );
+    assert_eq!(
+        names(BashPlugin::new(Arc::new(
+            tool_bash::LocalExecutor::default()
+        ))),
+        ["command", "description", "timeout_ms", "workdir"]
+    );
+
+    let registry = ToolRegistry::new();
+    registry.global_scope().load(plugin).unwrap();
+    for (args, message) in [
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "sandbox": "escalate"}),
+            "/justification: required with `sandbox: \"escalate\"`",
+        ),
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "justification": "x"}),
+            "/justification: only with `sandbox: \"escalate\"`",
+        ),
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "sandbox": "off", "justification": "x"}),
+            "/sandbox",
+        ),
+    ] {
+        let result = registry.execute(ToolCall::new("c", "bash", args)).await;
+        let text = dsh_tools::content_text(&result.content).to_string();
+        assert!(result.is_error, "{text}");
+        assert!(text.contains(message), "{text}");
+    }
+}
