@@ -298,6 +298,7 @@ pub struct AgentBuilder {
     subscribers: Vec<Subscriber>,
     log: Option<PathBuf>,
     resume: Option<SessionLog>,
+    sandbox: Option<serde_json::Value>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -313,6 +314,13 @@ impl AgentBuilder {
     /// The session id (default: a fresh unique one).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
+        self
+    }
+
+    /// How the shell's commands are confined, recorded in `session/start` (see
+    /// [`SessionEvent::SessionStart`]).
+    pub fn sandbox(mut self, report: serde_json::Value) -> Self {
+        self.sandbox = Some(report);
         self
     }
 
@@ -478,6 +486,7 @@ impl AgentBuilder {
                     .iter()
                     .map(|tool| tool.name().to_owned())
                     .collect(),
+                sandbox: self.sandbox.clone(),
             });
         }
         // A log that cannot take its first line is refused at once; dropping the agent gives
@@ -599,6 +608,7 @@ impl Agent {
             subscribers: Vec::new(),
             log: None,
             resume: None,
+            sandbox: None,
         }
     }
 

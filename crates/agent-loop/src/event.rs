@@ -52,6 +52,11 @@ pub enum SessionEvent {
         cwd: String,
         /// The names of the tools visible to the agent.
         tools: Vec<String>,
+        /// How the shell's commands are confined, as the host reports it (for `dsh-agent`, a
+        /// `tool_bash::sandbox::SandboxReport`: mode, backend, network, what is not enforced).
+        /// Absent when the host said nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<Value>,
     },
     /// Real user input.
     #[serde(rename = "user/message")]
@@ -234,6 +239,7 @@ mod tests {
                 session_id: "s1".into(),
                 cwd: "/work".into(),
                 tools: vec!["echo".into()],
+                sandbox: None,
             },
             SessionEvent::UserMessage {
                 content: "hi".into(),

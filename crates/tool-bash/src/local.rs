@@ -160,6 +160,40 @@ pub struct LocalExecutor {
     bash: Arc<PathBuf>,
     spill: Arc<SpillDir>,
     guard: Arc<OrphanGuard>,
+    /// How a sandboxed executor confines every command it starts (see `crate::sandbox`).
+    confinement: Option<Arc<Confinement>>,
+}
+
+/// How the commands of a sandboxed executor are confined: a Landlock ruleset the shell enforces
+/// on itself before its `execve`, or a wrapper program (`bwrap`) that starts the shell, and
+/// variables set over the command's environment (`TMPDIR`).
+#[derive(Debug, Default)]
+pub(crate) struct Confinement {
+    pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
+    pub(crate) wrapper: Option<Wrapper>,
+    pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// What must live as long as the executor (its private temporary directory).
+    pub(crate) _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind W W]
+/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory, bound
+/// read-only first when `hidden` says the wrapper would otherwise hide it.
+pub(crate) struct Wrapper {
+    pub(crate) program: PathBuf,
+    pub(crate) head: Vec<std::ffi::OsString>,
+    pub(crate) tail: Vec<std::ffi::OsString>,
+    pub(crate) hidden: Box<dyn Fn(&Path) -> bool + Send + Sync>,
+}
+
+impl std::fmt::Debug for Wrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wrapper")
+            .field("program", &self.program)
+            .field("head", &self.head)
+            .field("tail", &self.tail)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for LocalExecutor {
@@ -185,6 +219,16 @@ impl LocalExecutor {
             bash: Arc::new(resolve_program(&config.bash)),
             guard: OrphanGuard::new(),
             config: Arc::new(config),
+            confinement: None,
+        }
+    }
+
+    /// An executor whose every command is confined by `confinement`.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn confined(config: LocalConfig, confinement: Confinement) -> LocalExecutor {
+        LocalExecutor {
+            confinement: Some(Arc::new(confinement)),
+            ..LocalExecutor::new(config)
         }
     }
 
@@ -203,13 +247,43 @@ impl LocalExecutor {
     }
 
     fn launch(&self, spec: &ShellSpec) -> Launch {
-        Launch {
+        let mut launch = Launch {
             program: self.bash.as_path().to_path_buf(),
             args: vec!["-c".into(), spec.command.clone().into()],
             env: child_env(&self.config.env_policy, &spec.env, &spec.managed),
             workdir: spec.workdir.clone(),
             stdin_piped: spec.stdin.is_some(),
+            landlock: None,
+        };
+        let Some(confinement) = &self.confinement else {
+            return launch;
+        };
+        for (name, value) in &confinement.env {
+            launch.env.retain(|(existing, _)| existing != name);
+            launch.env.push((name.clone(), value.clone()));
         }
+        launch.landlock = confinement.landlock.clone();
+        if let Some(wrapper) = &confinement.wrapper {
+            let mut args = wrapper.head.clone();
+            if (wrapper.hidden)(&spec.workdir) {
+                args.extend([
+                    "--ro-bind".into(),
+                    spec.workdir.clone().into_os_string(),
+                    spec.workdir.clone().into_os_string(),
+                ]);
+            }
+            args.extend(wrapper.tail.iter().cloned());
+            args.extend([
+                "--chdir".into(),
+                spec.workdir.clone().into_os_string(),
+                "--".into(),
+                launch.program.into_os_string(),
+            ]);
+            args.append(&mut launch.args);
+            launch.program = wrapper.program.clone();
+            launch.args = args;
+        }
+        launch
     }
 
     /// Starts the command under its supervisor and registers the shell's group with the orphan
@@ -762,6 +836,7 @@ impl LocalExecutor {
             stdout,
             stderr,
             duration: started.elapsed(),
+            notes: Vec::new(),
         })
     }
 

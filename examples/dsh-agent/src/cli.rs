@@ -110,6 +110,12 @@ pub(crate) struct RunOptions {
     /// Run without background jobs (the bash tool offers no `run_in_background`).
     #[arg(long)]
     pub(crate) no_background: bool,
+    /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
+    /// directory), `workspace-write` (also the working directory) or `off`. In both confined
+    /// modes the network is denied. Default: `workspace-write` where this system supports it,
+    /// otherwise `off` with a warning. Recorded in `session/start`.
+    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
+    pub(crate) sandbox: Option<String>,
     /// How long to wait, once the session has ended, for background jobs still running
     /// (`90s`, `5m`, `1h 30m`; `0` stops them at once). Jobs stopped this way make the exit
     /// status 4.
@@ -202,6 +208,7 @@ mod tests {
             cwd: None,
             json: false,
             no_background: false,
+            sandbox: None,
             wait_jobs: Duration::from_secs(300),
             prompt: Vec::new(),
         }

@@ -3,7 +3,8 @@
 //! ```text
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
-//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
+//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION]
+//!                       [--sandbox read-only|workspace-write|off] [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
@@ -40,7 +41,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor, ShellExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
 /// completion notice and `job_output`.
@@ -183,8 +184,78 @@ fn execute(command: Command) -> Result<(), Failure> {
     }
 }
 
-/// The registry of the built-in tools, and the jobs runtime behind them.
+/// The registry of the built-in tools over an unconfined shell, and the jobs runtime behind
+/// them.
 fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
+    registry_with(background, Arc::new(LocalExecutor::default()))
+}
+
+/// The bash tool's executor for `--sandbox`, and what `session/start` records of it. An
+/// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
+/// with a warning line on stderr.
+fn shell_executor(
+    choice: Option<&str>,
+    cwd: &Path,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), Failure> {
+    let off = |why: Option<String>| {
+        let mut report = serde_json::json!({"mode": "off"});
+        if let Some(why) = why {
+            report["reason"] = why.into();
+        }
+        (
+            Arc::new(LocalExecutor::default()) as Arc<dyn ShellExecutor>,
+            report,
+        )
+    };
+    let mode = match choice {
+        Some("off") => return Ok(off(None)),
+        Some("read-only") => "read-only",
+        _ => "workspace-write",
+    };
+    match sandboxed(mode, cwd) {
+        Ok(confined) => Ok(confined),
+        Err(why) if choice.is_none() => {
+            eprintln!("warning: the shell sandbox is off: {why}");
+            Ok(off(Some(why)))
+        }
+        Err(why) => Err(Failure::new(2, format!("--sandbox {mode}: {why}"))),
+    }
+}
+
+/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root.
+#[cfg(target_os = "linux")]
+fn sandboxed(
+    mode: &str,
+    cwd: &Path,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+    use tool_bash::sandbox::{SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor};
+    let mode = if mode == "read-only" {
+        SandboxMode::ReadOnly
+    } else {
+        SandboxMode::WorkspaceWrite
+    };
+    let policy = SandboxPolicy::new(mode).with_workspace_root(cwd);
+    let executor = SandboxedExecutor::new(
+        policy,
+        SandboxBackend::Landlock,
+        tool_bash::LocalConfig::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
+    Ok((Arc::new(executor), report))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn sandboxed(
+    _mode: &str,
+    _cwd: &Path,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+    Err(String::from("the shell sandbox needs Linux (Landlock)"))
+}
+
+/// The registry of the built-in tools with `executor` under `bash`, and the jobs runtime
+/// behind them.
+fn registry_with(background: bool, executor: Arc<dyn ShellExecutor>) -> (ToolRegistry, JobRuntime) {
     let registry = ToolRegistry::new();
     let jobs = JobRuntime::new(JobsConfig {
         delivery: NoticeDelivery::Wakeup {
@@ -192,7 +263,7 @@ fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
         },
         ..JobsConfig::default()
     });
-    let mut bash = BashPlugin::new(Arc::new(LocalExecutor::default()));
+    let mut bash = BashPlugin::new(executor);
     if background {
         bash = bash.with_jobs(jobs.clone());
     }
@@ -435,13 +506,6 @@ async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<
 
 async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     let model = select_model(&options)?;
-    let (registry, jobs) = registry(!options.no_background);
-    if options.ask {
-        let cards_on_terminal =
-            !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
-        approval::install(&registry, cards_on_terminal)
-            .context("installing the --ask approvals")?;
-    }
     let cwd = match &options.cwd {
         Some(dir) => PathBuf::from(dir),
         None => std::env::current_dir()
@@ -452,6 +516,14 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
             2,
             format!("--cwd {}: not a directory", cwd.display()),
         ));
+    }
+    let (executor, sandbox) = shell_executor(options.sandbox.as_deref(), &cwd)?;
+    let (registry, jobs) = registry_with(!options.no_background, executor);
+    if options.ask {
+        let cards_on_terminal =
+            !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        approval::install(&registry, cards_on_terminal)
+            .context("installing the --ask approvals")?;
     }
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
@@ -499,7 +571,11 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     if let Model::Remote(_) = &model {
         builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
     }
-    let mut builder = builder.cwd(cwd).jobs(jobs.clone()).subscriber(printer);
+    let mut builder = builder
+        .cwd(cwd)
+        .jobs(jobs.clone())
+        .sandbox(sandbox)
+        .subscriber(printer);
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
