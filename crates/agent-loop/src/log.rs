@@ -297,6 +297,11 @@ pub(crate) struct Restored {
     pub(crate) history: Vec<Message>,
     pub(crate) inbox: Vec<InjectedContext>,
     pub(crate) last_seq: u64,
+    /// Every job id the log names (`job/start`, `job/end`), so numbering continues past them.
+    pub(crate) job_ids: Vec<String>,
+    /// The jobs that started and never ended (the process running them died): id and kind and
+    /// label, in start order.
+    pub(crate) lost_jobs: Vec<(String, String, String)>,
 }
 
 /// The result given to a call the log shows made but never answered (the session stopped
@@ -356,6 +361,20 @@ impl Restored {
                         reasoning: reasoning.clone(),
                         tool_calls: tool_calls.clone(),
                     });
+                }
+                SessionEvent::JobStart {
+                    job_id,
+                    kind,
+                    label,
+                } => {
+                    restored.job_ids.push(job_id.clone());
+                    restored
+                        .lost_jobs
+                        .push((job_id.clone(), kind.clone(), label.clone()));
+                }
+                SessionEvent::JobEnd { job_id, .. } => {
+                    restored.job_ids.push(job_id.clone());
+                    restored.lost_jobs.retain(|(id, _, _)| id != job_id);
                 }
                 SessionEvent::ToolResult {
                     call_id,

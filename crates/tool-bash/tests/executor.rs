@@ -278,7 +278,11 @@ async fn a_kept_spill_directory_outlives_the_executor_and_counts_what_it_holds()
     let executor = LocalExecutor::new(config);
     let result = run_with(&executor, ShellRequest::new("seq 1 200000")).await;
     let note = result.stdout.spill_error.clone().unwrap_or_default();
-    assert!(note.contains("spill budget"), "{:?}", result.stdout.spill_error);
+    assert!(
+        note.contains("spill budget"),
+        "{:?}",
+        result.stdout.spill_error
+    );
     assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
 }
 
