@@ -22,13 +22,14 @@ mod cli;
 mod logging;
 mod output;
 mod render;
+mod sessions;
 
 use agent_loop::{
     Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, ModelAdapter,
-    SessionEvent, SessionLog, TurnEndReason,
+    SessionEndReason, SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{ChatOptions, Command, RunOptions};
+use cli::{ChatOptions, Command, ResumeOptions, RunOptions, SessionsCommand};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
@@ -40,6 +41,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tool_bash::local::LocalConfig;
 use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
@@ -100,9 +102,13 @@ fn main() -> ExitCode {
         }
     };
     logging::install(cli.verbose, cli.quiet);
+    let store = Store {
+        dir: cli.session_dir,
+        retention: cli.retention,
+    };
     let outcome = match cli.command {
         None => output::text(&cli::help()).map_err(Failure::from),
-        Some(command) => execute(command),
+        Some(command) => execute(command, &store),
     };
     finish(outcome)
 }
@@ -129,8 +135,44 @@ fn finish(outcome: Result<(), Failure>) -> ExitCode {
     }
 }
 
-fn execute(command: Command) -> Result<(), Failure> {
+/// The session store options, global to every subcommand.
+struct Store {
+    dir: Option<String>,
+    retention: Duration,
+}
+
+impl Store {
+    fn open(&self) -> Result<agent_loop::FsSessionStore, Failure> {
+        sessions::store(self.dir.as_deref())
+    }
+}
+
+fn execute(command: Command, store: &Store) -> Result<(), Failure> {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")
+    };
     match command {
+        Command::Sessions { action } => {
+            let sessions = store.open()?;
+            match action {
+                SessionsCommand::List { json } => sessions::list(&sessions, json),
+                SessionsCommand::Prune { older_than } => {
+                    sessions::prune(&sessions, older_than.unwrap_or(store.retention))
+                }
+            }
+        }
+        Command::Resume(ResumeOptions { id, fork, run }) => {
+            let start = if fork {
+                sessions::Start::Fork(id)
+            } else {
+                sessions::Start::Resume(id)
+            };
+            runtime()?.block_on(self::run(run, Mode::Once, store, start))
+        }
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
             let schemas: Vec<ToolSchema> = if strict {
@@ -154,27 +196,22 @@ fn execute(command: Command) -> Result<(), Failure> {
         }
         Command::Replay { log, json } => replay(&log, json),
         Command::Run(options) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(run(options, Mode::Once))
+            runtime()?.block_on(run(options, Mode::Once, store, sessions::Start::New))
         }
         Command::Chat(ChatOptions { mut run, no_ask }) => {
             run.ask = !no_ask;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(self::run(run, Mode::Chat))
+            runtime()?.block_on(self::run(run, Mode::Chat, store, sessions::Start::New))
         }
     }
 }
 
 /// The registry of the built-in tools, and the jobs runtime behind them.
 fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
+    registry_spilling_to(background, None)
+}
+
+/// [`registry`], with the shell's spill files kept in `spill_dir` (a session's) when given.
+fn registry_spilling_to(background: bool, spill_dir: Option<&Path>) -> (ToolRegistry, JobRuntime) {
     let registry = ToolRegistry::new();
     let jobs = JobRuntime::new(JobsConfig {
         delivery: NoticeDelivery::Wakeup {
@@ -182,7 +219,9 @@ fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
         },
         ..JobsConfig::default()
     });
-    let mut bash = BashPlugin::new(Arc::new(LocalExecutor::default()));
+    let mut config = LocalConfig::default();
+    config.spill_dir = spill_dir.map(Path::to_path_buf);
+    let mut bash = BashPlugin::new(Arc::new(LocalExecutor::new(config)));
     if background {
         bash = bash.with_jobs(jobs.clone());
     }
@@ -423,26 +462,56 @@ async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<
     }
 }
 
-async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
+async fn run(
+    options: RunOptions,
+    mode: Mode,
+    store: &Store,
+    start: sessions::Start,
+) -> Result<(), Failure> {
+    // First, so a signal from now on ends the session the recorded way.
+    let mut interrupts = sessions::Interrupts::catch(mode == Mode::Chat);
+    let interrupted = interrupts.token.clone();
     let model = select_model(&options)?;
-    let (registry, jobs) = registry(!options.no_background);
+    let store_dir = store.open()?;
+    sessions::prune_at_start(&store_dir, store.retention);
+    let given_cwd = match &options.cwd {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if matches!(start, sessions::Start::New) => Some(
+            std::env::current_dir()
+                .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+        ),
+        None => None,
+    };
+    if let Some(cwd) = &given_cwd
+        && !cwd.is_dir()
+    {
+        return Err(Failure::new(
+            2,
+            format!("--cwd {}: not a directory", cwd.display()),
+        ));
+    }
+    let opened = sessions::open(
+        &store_dir,
+        &start,
+        given_cwd.as_deref().unwrap_or(Path::new(".")),
+    )?;
+    let resumed_log = opened.log;
+    let lease = opened.lease;
+    let (registry, jobs) = registry_spilling_to(!options.no_background, Some(lease.spill_dir()));
     if options.ask {
         let cards_on_terminal =
             !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
         approval::install(&registry, cards_on_terminal)
             .context("installing the --ask approvals")?;
     }
-    let cwd = match &options.cwd {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+    let cwd = match given_cwd {
+        Some(cwd) => cwd,
+        None => resumed_log
+            .as_ref()
+            .and_then(sessions::recorded_cwd)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from(".")),
     };
-    if !cwd.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("--cwd {}: not a directory", cwd.display()),
-        ));
-    }
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {
@@ -489,7 +558,17 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     if let Model::Remote(_) = &model {
         builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
     }
-    let mut builder = builder.cwd(cwd).jobs(jobs.clone()).subscriber(printer);
+    let mut builder = builder
+        .cwd(cwd)
+        .jobs(jobs.clone())
+        .subscriber(printer)
+        .session_id(lease.id())
+        .log(lease.log_path());
+    // A resumed run without a prompt gives the notices waiting (a lost job's) their turn.
+    let resuming = resumed_log.is_some();
+    if let Some(log) = resumed_log {
+        builder = builder.resume(log);
+    }
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
@@ -500,42 +579,73 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let _stop_watch = cancel_when_stdout_closes(&agent);
+    let _interrupt_watch = cancel_when_interrupted(&agent, &interrupted);
+    tracing::info!(session = %lease.id(), dir = %store_dir.root().display(), "session");
 
     let first = match mode {
+        Mode::Once if resuming && options.prompt.is_empty() => {
+            // Nothing new from the user: the notices waiting (a lost job's) get their turn.
+            let pending = until_interrupted(&agent, &interrupted, agent.run_pending())
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(pending.map_or(TurnEndReason::Completed, |outcome| outcome.reason))
+        }
         Mode::Once => {
             let prompt = if options.prompt.is_empty() {
                 DEMO_PROMPT.to_owned()
             } else {
                 options.prompt.join(" ")
             };
-            Some(
-                agent
-                    .run(prompt)
-                    .await
-                    .map_err(|e| Failure::new(1, e.to_string()))?
-                    .reason,
-            )
+            let outcome = until_interrupted(&agent, &interrupted, agent.run(prompt))
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(outcome.reason)
         }
         Mode::Chat => {
             let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
-            converse(&agent, prompt, style).await?;
+            let conversation = converse(&agent, prompt, style);
+            tokio::pin!(conversation);
+            tokio::select! {
+                ended = &mut conversation => ended?,
+                // The watch cancelled the running turn; once it has closed, the session ends.
+                () = async { interrupted.cancelled().await; agent.wait_idle().await } => {}
+            }
             None
         }
     };
-    // Background work may still be running; its notices open turns of their own.
-    let stopped = settle_background(
-        &agent,
-        &directory,
-        &jobs,
-        options.wait_jobs,
-        output::closed().clone(),
-    )
-    .await;
+    // Background work may still be running; its notices open turns of their own. A signal
+    // stops the wait as a closed stdout does.
+    let stop = CancellationToken::new();
+    let _stop_wait = {
+        let stop = stop.clone();
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = output::closed().cancelled() => {}
+                () = interrupted.cancelled() => {}
+            }
+            stop.cancel();
+        })
+    };
+    let stopped = settle_background(&agent, &directory, &jobs, options.wait_jobs, stop).await;
     directory.wait_woken().await;
     agent.wait_idle().await;
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
     agent.dispose().await;
     jobs.teardown().await;
+    // The session's last line, written whole before the lease (the lock) goes.
+    if interrupted.is_cancelled() {
+        agent.end_session(SessionEndReason::Interrupted);
+        drop(lease);
+        return Err(Failure::new(
+            130,
+            "interrupted: the session was ended (continue it with `dsh-agent resume ID`, ID from `dsh-agent sessions list`)",
+        ));
+    }
+    agent.end_session(SessionEndReason::Completed);
+    drop(lease);
     if let Some(failure) = agent.log_error() {
         return Err(Failure::new(1, failure.to_string()));
     }
@@ -563,6 +673,38 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     } else {
         Err(Failure::new(JOBS_STOPPED_STATUS, ""))
     }
+}
+
+/// Runs `turn`, cancelling it once `interrupted` fires, even if that happened before it began.
+async fn until_interrupted<T>(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+    turn: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(turn);
+    tokio::select! {
+        // The turn first: its first poll begins it, so the cancellation below reaches it.
+        biased;
+        ended = &mut turn => ended,
+        () = interrupted.cancelled() => {
+            agent.cancel_turn();
+            turn.await
+        }
+    }
+}
+
+/// Cancels the agent's turn at a caught signal (see [`sessions::Interrupts`]), whichever turn
+/// runs then. The task ends with the runtime.
+fn cancel_when_interrupted(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let agent = agent.clone();
+    let interrupted = interrupted.clone();
+    tokio::spawn(async move {
+        interrupted.cancelled().await;
+        agent.cancel_turn();
+    })
 }
 
 /// Cancels the agent's turn once stdout fails; the stdout guard in [`registry`] refuses every
