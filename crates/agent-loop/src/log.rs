@@ -322,6 +322,10 @@ impl Restored {
         let mut restored = Restored::default();
         // The calls of the last assistant message still waiting for their result.
         let mut open: Vec<String> = Vec::new();
+        // A quick job may be recorded as ended before its start is (the runtime reports the
+        // start after launching it), so the lost ones are found once the whole log is read.
+        let mut started: Vec<(String, String, String)> = Vec::new();
+        let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
         for record in &log.events {
             restored.last_seq = restored.last_seq.max(record.seq);
             match &record.event {
@@ -368,13 +372,11 @@ impl Restored {
                     label,
                 } => {
                     restored.job_ids.push(job_id.clone());
-                    restored
-                        .lost_jobs
-                        .push((job_id.clone(), kind.clone(), label.clone()));
+                    started.push((job_id.clone(), kind.clone(), label.clone()));
                 }
                 SessionEvent::JobEnd { job_id, .. } => {
                     restored.job_ids.push(job_id.clone());
-                    restored.lost_jobs.retain(|(id, _, _)| id != job_id);
+                    ended.insert(job_id.clone());
                 }
                 SessionEvent::ToolResult {
                     call_id,
@@ -396,6 +398,10 @@ impl Restored {
             }
         }
         restored.answer_unanswered(&mut open);
+        restored.lost_jobs = started
+            .into_iter()
+            .filter(|(id, _, _)| !ended.contains(id))
+            .collect();
         restored
     }
 

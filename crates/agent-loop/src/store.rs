@@ -786,7 +786,7 @@ fn cut_torn_tail(path: &Path) -> Result<Option<TornTail>, StoreError> {
         counted += chunk[..n].iter().filter(|&&b| b == b'\n').count();
     }
     file.set_len(cut_at).map_err(io_error(path))?;
-    tracing::warn!(log = %path.display(), bytes = len - cut_at, "cut a torn last line");
+    tracing::debug!(log = %path.display(), bytes = len - cut_at, "cut a torn last line");
     Ok(Some(TornTail {
         line: counted + 1,
         bytes: len - cut_at,

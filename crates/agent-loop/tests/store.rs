@@ -435,6 +435,50 @@ async fn a_crashed_session_resumes_once_with_its_lost_job_reported_and_ids_conti
 }
 
 #[tokio::test]
+async fn a_quick_job_recorded_as_ended_before_its_start_is_not_lost() {
+    let (_dir, store) = store();
+    let lease = store.create(Path::new("/work")).unwrap();
+    let id = lease.id().to_owned();
+    let events = [
+        SessionEvent::SessionStart {
+            session_id: id.clone(),
+            cwd: "/work".into(),
+            tools: vec![],
+        },
+        SessionEvent::JobEnd {
+            job_id: "bash-1".into(),
+            status: JobStatus::Completed,
+            detail: None,
+        },
+        SessionEvent::JobStart {
+            job_id: "bash-1".into(),
+            kind: "bash".into(),
+            label: "true".into(),
+        },
+    ];
+    let text: String = events
+        .into_iter()
+        .zip(1..)
+        .map(|(event, seq)| line(seq, event) + "\n")
+        .collect();
+    std::fs::write(lease.log_path(), text).unwrap();
+    drop(lease);
+    let resumed = store.resume(&id).unwrap();
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let agent = Agent::builder(
+        spawning_registry(&jobs),
+        Arc::new(MockAdapter::new(Vec::<Step>::new())),
+    )
+    .session_id(resumed.lease.id())
+    .jobs(jobs)
+    .resume(resumed.log)
+    .build()
+    .unwrap();
+    assert_eq!(agent.pending_contexts(), vec![]);
+    agent.dispose().await;
+}
+
+#[tokio::test]
 async fn a_fork_starts_a_new_session_whose_seeded_locators_outlive_the_parent() {
     let (_dir, store) = store();
     let parent = store.create(Path::new("/work")).unwrap();
