@@ -62,6 +62,8 @@ mod event;
 mod log;
 mod model;
 mod replay;
+// The file-system store uses Unix permissions and `flock`.
+#[cfg(unix)]
 mod store;
 
 pub use agent::{
@@ -78,6 +80,7 @@ pub use model::{
     ModelStream, Usage,
 };
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
+#[cfg(unix)]
 pub use store::{
     EVENTS_FILE, FsSessionStore, PrunePolicy, PruneReport, ResumedSession, SPILL_DIR, SessionInfo,
     SessionLease, SessionState, SessionStore, StoreError, TornTail,

@@ -16,7 +16,8 @@ Exit status:
   3    the turn stopped at the step limit
   4    the session completed, but background jobs still ran when it ended and were stopped
        (the --wait-jobs wait ran out, was 0, or Ctrl-C cut it short)
-  130  the turn was cancelled
+  130  the turn was cancelled, or SIGTERM (SIGINT while run or resume runs its turn)
+       ended the session
   141  stdout was closed by its reader (`dsh-agent run --json | head`); nothing is printed
 
 Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or

@@ -5,6 +5,8 @@
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] resume ID [--fork] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] sessions list [--json] | sessions prune [--older-than DURATION]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
@@ -14,7 +16,9 @@
 //! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
 //! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
 //! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
-//! per line typed, streaming the model's text, until the end of input. `--help` on any
+//! per line typed, streaming the model's text, until the end of input. Sessions live in a
+//! store (`--session-dir`, `DSH_SESSION_DIR`, else the XDG state directory; see `sessions`):
+//! `resume` continues one, `sessions list` and `sessions prune` manage them. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
 mod approval;
