@@ -516,6 +516,15 @@ async fn run(
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from(".")),
     };
+    if !cwd.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "the session's working directory {} is gone (give another with --cwd)",
+                cwd.display()
+            ),
+        ));
+    }
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {
@@ -648,7 +657,15 @@ async fn run(
             "interrupted: the session was ended (continue it with `dsh-agent resume ID`, ID from `dsh-agent sessions list`)",
         ));
     }
-    agent.end_session(SessionEndReason::Completed);
+    let failed = {
+        let ending = ending.lock().unwrap_or_else(|e| e.into_inner());
+        ending.model_error.is_some() || ending.last_reason == Some(TurnEndReason::Error)
+    };
+    agent.end_session(if failed {
+        SessionEndReason::Failed
+    } else {
+        SessionEndReason::Completed
+    });
     drop(lease);
     if let Some(failure) = agent.log_error() {
         return Err(Failure::new(1, failure.to_string()));

@@ -557,3 +557,41 @@ fn run_resume(store: &Path, id: &str, script: &str) -> Output {
         ],
     )
 }
+
+#[test]
+fn a_failed_run_ends_its_session_as_failed_and_a_gone_directory_is_named() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    // One step for two requests: the script runs out.
+    let short = script(
+        dir.path(),
+        "short.json",
+        json!([calls(&[bash("c1", "true", false)])]),
+    );
+    let output = run(
+        &store,
+        &["run", "--script", &short, "--cwd", work.to_str().unwrap()],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let id = only_session(&store);
+    let log = events(&store, &id);
+    let last = log.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["reason"]),
+        (&json!("session/end"), &json!("failed"))
+    );
+    assert_eq!(list(&store)[0]["state"], "ended");
+
+    std::fs::remove_dir(&work).unwrap();
+    let output = run(&store, &["resume", &id, "--script", &short, "again"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: the session's working directory {} is gone (give another with --cwd)\n",
+            work.display()
+        )
+    );
+}
