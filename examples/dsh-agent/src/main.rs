@@ -152,12 +152,17 @@ impl Store {
 }
 
 fn execute(command: Command, store: &Store) -> Result<(), Failure> {
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
+    let block_on = |session: std::pin::Pin<Box<dyn std::future::Future<Output = _>>>| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .context("starting the async runtime")
+            .context("starting the async runtime")?;
+        let ended = runtime.block_on(session);
+        // A chat ended by SIGTERM leaves a thread blocked reading stdin; the program must not
+        // wait for a line nobody will type.
+        runtime.shutdown_timeout(Duration::from_millis(200));
+        ended
     };
     match command {
         Command::Sessions { action } => {
@@ -175,7 +180,7 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             } else {
                 sessions::Start::Resume(id)
             };
-            runtime()?.block_on(self::run(run, Mode::Once, store, start))
+            block_on(Box::pin(self::run(run, Mode::Once, store, start)))
         }
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
@@ -199,12 +204,20 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay(&log, json),
-        Command::Run(options) => {
-            runtime()?.block_on(run(options, Mode::Once, store, sessions::Start::New))
-        }
+        Command::Run(options) => block_on(Box::pin(run(
+            options,
+            Mode::Once,
+            store,
+            sessions::Start::New,
+        ))),
         Command::Chat(ChatOptions { mut run, no_ask }) => {
             run.ask = !no_ask;
-            runtime()?.block_on(self::run(run, Mode::Chat, store, sessions::Start::New))
+            block_on(Box::pin(self::run(
+                run,
+                Mode::Chat,
+                store,
+                sessions::Start::New,
+            )))
         }
     }
 }

@@ -595,3 +595,34 @@ fn a_failed_run_ends_its_session_as_failed_and_a_gone_directory_is_named() {
         )
     );
 }
+
+#[test]
+fn sigterm_ends_a_chat_waiting_for_a_line() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let script = script(dir.path(), "s.json", json!([text_step("hello")]));
+    let started = Instant::now();
+    let mut child = command(&store, &["chat", "--json", "--script", &script, "hi"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open and never written: the chat waits for the next line.
+    let _stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("\"turn/end\"") {
+        line.clear();
+        assert_ne!(out.read_line(&mut line).unwrap(), 0, "no turn/end");
+    }
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let id = only_session(&store);
+    let log = events(&store, &id);
+    assert_eq!(log.last().unwrap()["reason"], "interrupted");
+}
