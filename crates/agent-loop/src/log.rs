@@ -326,6 +326,11 @@ pub(crate) struct Restored {
     pub(crate) history: Vec<Message>,
     pub(crate) inbox: Vec<InjectedContext>,
     pub(crate) last_seq: u64,
+    /// Every job id the log names (`job/start`, `job/end`), so numbering continues past them.
+    pub(crate) job_ids: Vec<String>,
+    /// The jobs that started and never ended (the process running them died): id and kind and
+    /// label, in start order.
+    pub(crate) lost_jobs: Vec<(String, String, String)>,
 }
 
 /// The result given to a call the log shows made but never answered (the session stopped
@@ -346,6 +351,10 @@ impl Restored {
         let mut restored = Restored::default();
         // The calls of the last assistant message still waiting for their result.
         let mut open: Vec<String> = Vec::new();
+        // A quick job may be recorded as ended before its start is (the runtime reports the
+        // start after launching it), so the lost ones are found once the whole log is read.
+        let mut started: Vec<(String, String, String)> = Vec::new();
+        let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
         for record in &log.events {
             restored.last_seq = restored.last_seq.max(record.seq);
             match &record.event {
@@ -386,6 +395,18 @@ impl Restored {
                         tool_calls: tool_calls.clone(),
                     });
                 }
+                SessionEvent::JobStart {
+                    job_id,
+                    kind,
+                    label,
+                } => {
+                    restored.job_ids.push(job_id.clone());
+                    started.push((job_id.clone(), kind.clone(), label.clone()));
+                }
+                SessionEvent::JobEnd { job_id, .. } => {
+                    restored.job_ids.push(job_id.clone());
+                    ended.insert(job_id.clone());
+                }
                 SessionEvent::ToolResult {
                     call_id,
                     content,
@@ -406,6 +427,10 @@ impl Restored {
             }
         }
         restored.answer_unanswered(&mut open);
+        restored.lost_jobs = started
+            .into_iter()
+            .filter(|(id, _, _)| !ended.contains(id))
+            .collect();
         restored
     }
 

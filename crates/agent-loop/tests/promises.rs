@@ -153,6 +153,7 @@ async fn disposing_an_agent_while_its_woken_turn_gathers_reports_the_notices() {
         recorder.kinds(),
         vec![
             "session/start",
+            "job/start",
             "job/end",
             "context/inject",
             "context/undelivered"

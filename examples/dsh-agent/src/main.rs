@@ -6,6 +6,8 @@
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION]
 //!                       [--sandbox read-only|workspace-write|off] [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] resume ID [--fork] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] sessions list [--json] | sessions prune [--older-than DURATION]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
@@ -15,7 +17,9 @@
 //! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
 //! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
 //! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
-//! per line typed, streaming the model's text, until the end of input. `--help` on any
+//! per line typed, streaming the model's text, until the end of input. Sessions live in a
+//! store (`--session-dir`, `DSH_SESSION_DIR`, else the XDG state directory; see `sessions`):
+//! `resume` continues one, `sessions list` and `sessions prune` manage them. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
 mod approval;
@@ -23,13 +27,14 @@ mod cli;
 mod logging;
 mod output;
 mod render;
+mod sessions;
 
 use agent_loop::{
     Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, ModelAdapter,
-    SessionEvent, SessionLog, TurnEndReason,
+    SessionEndReason, SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{ChatOptions, Command, RunOptions};
+use cli::{ChatOptions, Command, ResumeOptions, RunOptions, SessionsCommand};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
@@ -41,7 +46,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor, ShellExecutor};
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor, ShellExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
 /// completion notice and `job_output`.
@@ -101,9 +106,13 @@ fn main() -> ExitCode {
         }
     };
     logging::install(cli.verbose, cli.quiet);
+    let store = Store {
+        dir: cli.session_dir,
+        retention: cli.retention,
+    };
     let outcome = match cli.command {
         None => output::text(&cli::help()).map_err(Failure::from),
-        Some(command) => execute(command),
+        Some(command) => execute(command, &store),
     };
     finish(outcome)
 }
@@ -135,8 +144,49 @@ fn finish(outcome: Result<(), Failure>) -> ExitCode {
     }
 }
 
-fn execute(command: Command) -> Result<(), Failure> {
+/// The session store options, global to every subcommand.
+struct Store {
+    dir: Option<String>,
+    retention: Duration,
+}
+
+impl Store {
+    fn open(&self) -> Result<agent_loop::FsSessionStore, Failure> {
+        sessions::store(self.dir.as_deref())
+    }
+}
+
+fn execute(command: Command, store: &Store) -> Result<(), Failure> {
+    let block_on = |session: std::pin::Pin<Box<dyn std::future::Future<Output = _>>>| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let ended = runtime.block_on(session);
+        // A chat ended by SIGTERM leaves a thread blocked reading stdin; the program must not
+        // wait for a line nobody will type.
+        runtime.shutdown_timeout(Duration::from_millis(200));
+        ended
+    };
     match command {
+        Command::Sessions { action } => {
+            let sessions = store.open()?;
+            match action {
+                SessionsCommand::List { json } => sessions::list(&sessions, json),
+                SessionsCommand::Prune { older_than } => {
+                    sessions::prune(&sessions, older_than.unwrap_or(store.retention))
+                }
+            }
+        }
+        Command::Resume(ResumeOptions { id, fork, run }) => {
+            let start = if fork {
+                sessions::Start::Fork(id)
+            } else {
+                sessions::Start::Resume(id)
+            };
+            block_on(Box::pin(self::run(run, Mode::Once, store, start)))
+        }
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
             let schemas: Vec<ToolSchema> = if strict {
@@ -164,22 +214,20 @@ fn execute(command: Command) -> Result<(), Failure> {
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay(&log, json),
-        Command::Run(options) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(run(options, Mode::Once))
-        }
+        Command::Run(options) => block_on(Box::pin(run(
+            options,
+            Mode::Once,
+            store,
+            sessions::Start::New,
+        ))),
         Command::Chat(ChatOptions { mut run, no_ask }) => {
             run.ask = !no_ask;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(self::run(run, Mode::Chat))
+            block_on(Box::pin(self::run(
+                run,
+                Mode::Chat,
+                store,
+                sessions::Start::New,
+            )))
         }
     }
 }
@@ -192,18 +240,21 @@ fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
 
 /// The bash tool's executor for `--sandbox`, and what `session/start` records of it. An
 /// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
-/// with a warning line on stderr.
+/// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's).
 fn shell_executor(
     choice: Option<&str>,
     cwd: &Path,
+    spill_dir: &Path,
 ) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), Failure> {
+    let mut config = LocalConfig::default();
+    config.spill_dir = Some(spill_dir.to_path_buf());
     let off = |why: Option<String>| {
         let mut report = serde_json::json!({"mode": "off"});
         if let Some(why) = why {
             report["reason"] = why.into();
         }
         (
-            Arc::new(LocalExecutor::default()) as Arc<dyn ShellExecutor>,
+            Arc::new(LocalExecutor::new(config.clone())) as Arc<dyn ShellExecutor>,
             report,
         )
     };
@@ -212,7 +263,7 @@ fn shell_executor(
         Some("read-only") => "read-only",
         _ => "workspace-write",
     };
-    match sandboxed(mode, cwd) {
+    match sandboxed(mode, cwd, config.clone()) {
         Ok(confined) => Ok(confined),
         Err(why) if choice.is_none() => {
             eprintln!("warning: the shell sandbox is off: {why}");
@@ -227,6 +278,7 @@ fn shell_executor(
 fn sandboxed(
     mode: &str,
     cwd: &Path,
+    config: LocalConfig,
 ) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
     use tool_bash::sandbox::{SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor};
     let mode = if mode == "read-only" {
@@ -235,12 +287,8 @@ fn sandboxed(
         SandboxMode::WorkspaceWrite
     };
     let policy = SandboxPolicy::new(mode).with_workspace_root(cwd);
-    let executor = SandboxedExecutor::new(
-        policy,
-        SandboxBackend::Landlock,
-        tool_bash::LocalConfig::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    let executor = SandboxedExecutor::new(policy, SandboxBackend::Landlock, config)
+        .map_err(|e| e.to_string())?;
     let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
     Ok((Arc::new(executor), report))
 }
@@ -249,6 +297,7 @@ fn sandboxed(
 fn sandboxed(
     _mode: &str,
     _cwd: &Path,
+    _config: LocalConfig,
 ) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
     Err(String::from("the shell sandbox needs Linux (Landlock)"))
 }
@@ -504,20 +553,59 @@ async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<
     }
 }
 
-async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
+async fn run(
+    options: RunOptions,
+    mode: Mode,
+    store: &Store,
+    start: sessions::Start,
+) -> Result<(), Failure> {
+    // First, so a signal from now on ends the session the recorded way.
+    let mut interrupts = sessions::Interrupts::catch(mode == Mode::Chat);
+    let interrupted = interrupts.token.clone();
     let model = select_model(&options)?;
-    let cwd = match &options.cwd {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+    let store_dir = store.open()?;
+    sessions::prune_at_start(&store_dir, store.retention);
+    let given_cwd = match &options.cwd {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if matches!(start, sessions::Start::New) => Some(
+            std::env::current_dir()
+                .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+        ),
+        None => None,
     };
-    if !cwd.is_dir() {
+    if let Some(cwd) = &given_cwd
+        && !cwd.is_dir()
+    {
         return Err(Failure::new(
             2,
             format!("--cwd {}: not a directory", cwd.display()),
         ));
     }
-    let (executor, sandbox) = shell_executor(options.sandbox.as_deref(), &cwd)?;
+    let opened = sessions::open(
+        &store_dir,
+        &start,
+        given_cwd.as_deref().unwrap_or(Path::new(".")),
+    )?;
+    let resumed_log = opened.log;
+    let lease = opened.lease;
+    let cwd = match given_cwd {
+        Some(cwd) => cwd,
+        None => resumed_log
+            .as_ref()
+            .and_then(sessions::recorded_cwd)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    if !cwd.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "the session's working directory {} is gone (give another with --cwd)",
+                cwd.display()
+            ),
+        ));
+    }
+    let (executor, sandbox) = shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())?;
     let (registry, jobs) = registry_with(!options.no_background, executor);
     if options.ask {
         let cards_on_terminal =
@@ -575,7 +663,14 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
         .cwd(cwd)
         .jobs(jobs.clone())
         .sandbox(sandbox)
-        .subscriber(printer);
+        .subscriber(printer)
+        .session_id(lease.id())
+        .log(lease.log_path());
+    // A resumed run without a prompt gives the notices waiting (a lost job's) their turn.
+    let resuming = resumed_log.is_some();
+    if let Some(log) = resumed_log {
+        builder = builder.resume(log);
+    }
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
@@ -586,42 +681,81 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let _stop_watch = cancel_when_stdout_closes(&agent);
+    let _interrupt_watch = cancel_when_interrupted(&agent, &interrupted);
+    tracing::info!(session = %lease.id(), dir = %store_dir.root().display(), "session");
 
     let first = match mode {
+        Mode::Once if resuming && options.prompt.is_empty() => {
+            // Nothing new from the user: the notices waiting (a lost job's) get their turn.
+            let pending = until_interrupted(&agent, &interrupted, agent.run_pending())
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(pending.map_or(TurnEndReason::Completed, |outcome| outcome.reason))
+        }
         Mode::Once => {
             let prompt = if options.prompt.is_empty() {
                 DEMO_PROMPT.to_owned()
             } else {
                 options.prompt.join(" ")
             };
-            Some(
-                agent
-                    .run(prompt)
-                    .await
-                    .map_err(|e| Failure::new(1, e.to_string()))?
-                    .reason,
-            )
+            let outcome = until_interrupted(&agent, &interrupted, agent.run(prompt))
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(outcome.reason)
         }
         Mode::Chat => {
             let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
-            converse(&agent, prompt, style).await?;
+            let conversation = converse(&agent, prompt, style);
+            tokio::pin!(conversation);
+            tokio::select! {
+                ended = &mut conversation => ended?,
+                // The watch cancelled the running turn; once it has closed, the session ends.
+                () = async { interrupted.cancelled().await; agent.wait_idle().await } => {}
+            }
             None
         }
     };
-    // Background work may still be running; its notices open turns of their own.
-    let stopped = settle_background(
-        &agent,
-        &directory,
-        &jobs,
-        options.wait_jobs,
-        output::closed().clone(),
-    )
-    .await;
+    // Background work may still be running; its notices open turns of their own. A signal
+    // stops the wait as a closed stdout does.
+    let stop = CancellationToken::new();
+    let _stop_wait = {
+        let stop = stop.clone();
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = output::closed().cancelled() => {}
+                () = interrupted.cancelled() => {}
+            }
+            stop.cancel();
+        })
+    };
+    let stopped = settle_background(&agent, &directory, &jobs, options.wait_jobs, stop).await;
     directory.wait_woken().await;
     agent.wait_idle().await;
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
     agent.dispose().await;
     jobs.teardown().await;
+    // The session's last line, written whole before the lease (the lock) goes.
+    if interrupted.is_cancelled() {
+        agent.end_session(SessionEndReason::Interrupted);
+        drop(lease);
+        return Err(Failure::new(
+            130,
+            "interrupted: the session was ended (continue it with `dsh-agent resume ID`, ID from `dsh-agent sessions list`)",
+        ));
+    }
+    let failed = {
+        let ending = ending.lock().unwrap_or_else(|e| e.into_inner());
+        ending.model_error.is_some() || ending.last_reason == Some(TurnEndReason::Error)
+    };
+    agent.end_session(if failed {
+        SessionEndReason::Failed
+    } else {
+        SessionEndReason::Completed
+    });
+    drop(lease);
     if let Some(failure) = agent.log_error() {
         return Err(Failure::new(1, failure.to_string()));
     }
@@ -649,6 +783,38 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     } else {
         Err(Failure::new(JOBS_STOPPED_STATUS, ""))
     }
+}
+
+/// Runs `turn`, cancelling it once `interrupted` fires, even if that happened before it began.
+async fn until_interrupted<T>(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+    turn: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(turn);
+    tokio::select! {
+        // The turn first: its first poll begins it, so the cancellation below reaches it.
+        biased;
+        ended = &mut turn => ended,
+        () = interrupted.cancelled() => {
+            agent.cancel_turn();
+            turn.await
+        }
+    }
+}
+
+/// Cancels the agent's turn at a caught signal (see [`sessions::Interrupts`]), whichever turn
+/// runs then. The task ends with the runtime.
+fn cancel_when_interrupted(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let agent = agent.clone();
+    let interrupted = interrupted.clone();
+    tokio::spawn(async move {
+        interrupted.cancelled().await;
+        agent.cancel_turn();
+    })
 }
 
 /// Cancels the agent's turn once stdout fails; the stdout guard in [`registry`] refuses every

@@ -12,7 +12,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{bash_step, run, run_with, scratch, stderr, stdout, text_step, write_script};
 
-const SUBCOMMANDS: [&str; 5] = ["run", "chat", "replay", "schemas", "sdk"];
+const SUBCOMMANDS: [&str; 7] = [
+    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk",
+];
 
 #[test]
 fn every_subcommand_has_help_on_stdout_with_status_zero() {
@@ -63,7 +65,10 @@ fn version_prints_the_package_version() {
 #[test]
 fn usage_errors_exit_two_naming_the_mistake_and_suggesting_a_fix() {
     for (args, expected) in [
-        (&["rum"][..], "tip: a similar subcommand exists: 'run'"),
+        (
+            &["rum"][..],
+            "tip: some similar subcommands exist: 'run', 'resume'",
+        ),
         (
             &["run", "--jsno"][..],
             "tip: a similar argument exists: '--json'",
@@ -178,6 +183,7 @@ fn the_demo_piped_into_head_ends_quietly() {
             r#""$0" run --json | head -c 10; echo " status ${PIPESTATUS[0]}" >&2"#,
             env!("CARGO_BIN_EXE_dsh-agent"),
         ])
+        .env("DSH_SESSION_DIR", support::SESSION_DIR)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()

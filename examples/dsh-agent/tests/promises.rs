@@ -11,6 +11,11 @@ fn dsh_agent(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dsh-agent"))
         .args(args)
         .env("NO_COLOR", "1")
+        // The tests' store, never the user's home.
+        .env(
+            "DSH_SESSION_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions"),
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap()
