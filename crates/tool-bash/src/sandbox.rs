@@ -43,7 +43,7 @@ use landlock::{
 use serde::Serialize;
 use std::ffi::OsString;
 use std::fmt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -429,7 +429,7 @@ impl SandboxedExecutor {
                         report: Arc::new(report),
                     });
                 }
-                let temp = private_temp_dir()?;
+                let temp = private_temp_dir(config.spill_dir.as_deref())?;
                 let mut writable = writable_roots.clone();
                 writable.push(temp.path().to_path_buf());
                 let ruleset = landlock_ruleset(abi, &writable, !policy.network && abi >= 4)?;
@@ -520,13 +520,23 @@ impl SandboxedExecutor {
 }
 
 /// The commands' private temporary directory: `0700`, an unguessable name, removed with the
-/// executor.
-fn private_temp_dir() -> Result<tempfile::TempDir, SandboxError> {
-    tempfile::Builder::new()
+/// executor. With a kept spill directory (a session's) it is made inside it, so that a harness
+/// killed before it could remove it leaves it to the session (removed with it), never loose in
+/// the system temporary directory.
+fn private_temp_dir(spill_dir: Option<&Path>) -> Result<tempfile::TempDir, SandboxError> {
+    let mut builder = tempfile::Builder::new();
+    builder
         .prefix("dsh-sandbox-tmp-")
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| SandboxError::Setup(format!("cannot create the private temp dir: {e}")))
+        .permissions(std::fs::Permissions::from_mode(0o700));
+    match spill_dir {
+        Some(dir) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .and_then(|()| builder.tempdir_in(dir)),
+        None => builder.tempdir(),
+    }
+    .map_err(|e| SandboxError::Setup(format!("cannot create the private temp dir: {e}")))
 }
 
 fn setup_error(what: impl fmt::Display) -> SandboxError {

@@ -686,3 +686,36 @@ async fn the_escalation_parameters_come_with_a_sandbox_and_are_checked() {
         assert!(text.contains(message), "{text}");
     }
 }
+
+/// A kept spill directory is a session's: the commands' private temporary directory is made in
+/// it, so a harness killed before it could remove that directory leaves nothing loose in the
+/// system temporary directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_private_temp_dir_lives_in_a_kept_spill_directory() {
+    let dirs = Dirs::new();
+    let session = tempfile::tempdir().unwrap();
+    let spill = session.path().join("spill");
+    let mut config = config();
+    config.spill_dir = Some(spill.clone());
+    let executor = SandboxedExecutor::new(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+        config,
+    )
+    .unwrap();
+    let result = run_in(
+        &executor,
+        "printf %s \"$TMPDIR\" && touch \"$TMPDIR/made\"",
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(0), "{result:?}");
+    let temp = PathBuf::from(result.stdout.text.trim());
+    assert_eq!(temp.parent(), Some(spill.as_path()), "{result:?}");
+    assert!(temp.join("made").is_file());
+    drop(executor);
+    assert!(
+        !temp.exists(),
+        "the executor removes its temp dir when dropped"
+    );
+}
