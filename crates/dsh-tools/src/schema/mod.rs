@@ -18,6 +18,7 @@ mod raw;
 mod strict;
 mod validate;
 
+pub(crate) use validate::validate_value;
 pub use validate::{Violation, validate};
 
 use crate::json::{JsonObject, JsonValue};
