@@ -44,7 +44,12 @@ impl ToolRegistry {
         args: Value,
         parent: &ExecContext,
     ) -> Result<Arc<Value>, ToolCallError> {
-        let n = parent.sink.sub_calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let n = parent
+            .execution
+            .sink
+            .sub_calls
+            .fetch_add(1, Ordering::SeqCst)
+            + 1;
         let call = ToolCall {
             call_id: format!("{}:code:{n}", parent.call_id()),
             root_call_id: Some(parent.root_call_id().to_owned()),

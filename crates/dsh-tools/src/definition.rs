@@ -36,10 +36,11 @@ pub struct ToolSchema {
 pub(crate) type RenderFn = Arc<dyn Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync>;
 /// Projects replayable UI facts: `presentation_meta(args, value)`. Pure.
 pub(crate) type PresentationMetaFn = Arc<dyn Fn(&Value, &Value) -> Option<Value> + Send + Sync>;
-/// A raw body: `execute(args, exec)`, returning the canonical value.
-pub(crate) type BodyFn = Arc<
-    dyn Fn(Arc<Value>, ExecContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync,
->;
+/// A body: `execute(exec)`, returning the canonical value. It reads its arguments from the
+/// context, so a typed body, which deserialises them from the text, never makes the
+/// arguments' `Value` built.
+pub(crate) type BodyFn =
+    Arc<dyn Fn(ExecContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 /// Replaces final content: `finalize_content(exec, result)`. Synchronous and total.
 pub(crate) type FinalizeContentFn =
     Arc<dyn Fn(&ToolExecution, &ToolResult) -> Option<Vec<ContentBlock>> + Send + Sync>;
@@ -415,7 +416,9 @@ impl ToolDefinitionBuilder {
         F: Fn(Arc<Value>, ExecContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
-        self.body = Some(Arc::new(move |args, exec| Box::pin(body(args, exec))));
+        self.body = Some(Arc::new(move |exec: ExecContext| {
+            Box::pin(body(Arc::clone(exec.args()), exec))
+        }));
         self
     }
 
@@ -645,7 +648,7 @@ mod typed {
         }));
 
         let body_tool = Arc::clone(&tool);
-        let body: BodyFn = Arc::new(move |_: Arc<Value>, exec: ExecContext| {
+        let body: BodyFn = Arc::new(move |exec: ExecContext| {
             let tool = Arc::clone(&body_tool);
             Box::pin(async move {
                 // From the text when there is one: serde reads integer fields from the digits

@@ -9,7 +9,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 /// An opaque identity the registry assigns to each execution. It permits correlation (a
@@ -120,11 +120,22 @@ impl ToolCall {
 
 /// A call's parsed arguments, frozen: the exact JSON (every digit, the model's key order), the
 /// argument text it came from, and a `serde_json::Value` for convenience.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The `Value` is built from the exact JSON the first time something asks for it (a hook, a
+/// renderer, a raw body), then kept: a typed tool reads its arguments from the text and most
+/// failures never look at them, so building it eagerly cost every call a map it rarely used.
+#[derive(Clone, Debug)]
 pub struct ParsedArguments {
     text: Option<Box<str>>,
     exact: JsonValue,
-    value: Arc<Value>,
+    value: OnceLock<Arc<Value>>,
+}
+
+impl PartialEq for ParsedArguments {
+    /// The `Value` is derived from the exact JSON, so the text and the exact JSON decide.
+    fn eq(&self, other: &ParsedArguments) -> bool {
+        self.text == other.text && self.exact == other.exact
+    }
 }
 
 impl ParsedArguments {
@@ -137,9 +148,9 @@ impl ParsedArguments {
     pub(crate) fn from_text(text: String) -> Result<ParsedArguments, (String, serde_json::Error)> {
         match JsonValue::parse(&text) {
             Ok(exact) => Ok(ParsedArguments {
-                value: Arc::new(exact.to_value()),
                 text: Some(text.into_boxed_str()),
                 exact,
+                value: OnceLock::new(),
             }),
             Err(error) => Err((text, error)),
         }
@@ -150,7 +161,16 @@ impl ParsedArguments {
         ParsedArguments {
             exact: JsonValue::from(&value),
             text: None,
-            value: Arc::new(value),
+            value: OnceLock::from(Arc::new(value)),
+        }
+    }
+
+    /// The arguments of a call whose text could not be read: `null`.
+    pub(crate) const fn null() -> ParsedArguments {
+        ParsedArguments {
+            text: None,
+            exact: JsonValue::Null,
+            value: OnceLock::new(),
         }
     }
 
@@ -165,9 +185,15 @@ impl ParsedArguments {
     }
 
     /// The arguments as a `serde_json::Value`: sorted keys, numbers as `u64`/`i64`/`f64` (see
-    /// [`JsonValue::to_value`]).
+    /// [`JsonValue::to_value`]). Built on the first call, then shared.
     pub fn value(&self) -> &Arc<Value> {
-        &self.value
+        self.value.get_or_init(|| Arc::new(self.exact.to_value()))
+    }
+
+    /// Whether the `Value` has been built yet.
+    #[cfg(test)]
+    pub(crate) fn value_built(&self) -> bool {
+        self.value.get().is_some()
     }
 }
 
@@ -199,13 +225,17 @@ pub enum CallArguments {
 #[derive(Debug)]
 pub struct ToolExecution {
     pub(crate) call_id: String,
-    pub(crate) root_call_id: String,
+    /// `None` for a top-level call, whose root is itself.
+    pub(crate) root_call_id: Option<String>,
     pub(crate) name: String,
     pub(crate) arguments: CallArguments,
     pub(crate) token: ExecToken,
     pub(crate) parent: Option<ExecToken>,
     pub(crate) agent: Option<AgentRef>,
     pub(crate) signal: CancellationToken,
+    /// What the body leaves besides its value; part of the execution, so a call allocates no
+    /// separate home for it.
+    pub(crate) sink: CallSink,
 }
 
 impl ToolExecution {
@@ -216,7 +246,7 @@ impl ToolExecution {
 
     /// The root model-requested call of this execution tree.
     pub fn root_call_id(&self) -> &str {
-        &self.root_call_id
+        self.root_call_id.as_deref().unwrap_or(&self.call_id)
     }
 
     /// The tool's name.
@@ -329,8 +359,9 @@ pub(crate) struct CallSink {
 pub struct ExecContext {
     pub(crate) execution: Arc<ToolExecution>,
     pub(crate) args: Arc<ParsedArguments>,
-    pub(crate) signal: CancellationToken,
-    pub(crate) sink: Arc<CallSink>,
+    /// A signal an execute-stage wrapper installed; `None` is the caller's, which the
+    /// execution holds (cloning a token takes a lock, so the common case does not).
+    pub(crate) signal: Option<CancellationToken>,
     pub(crate) services: Services,
     pub(crate) approver: ApproverSlot,
 }
@@ -363,7 +394,7 @@ impl ExecContext {
 
     /// The root model-requested call of this execution tree.
     pub fn root_call_id(&self) -> &str {
-        &self.execution.root_call_id
+        self.execution.root_call_id()
     }
 
     /// The tool's name.
@@ -408,7 +439,7 @@ impl ExecContext {
     /// The cancellation the body must honour. It fires when the caller cancels, and when an
     /// execute-stage wrapper (such as the definition's timeout) cancels.
     pub fn signal(&self) -> &CancellationToken {
-        &self.signal
+        self.signal.as_ref().unwrap_or(&self.execution.signal)
     }
 
     /// The agent the call runs for. Its `inject` can fail once the agent is gone.
@@ -418,14 +449,17 @@ impl ExecContext {
 
     /// Attaches context to this call's own result; the loop appends it after the `tool/result`.
     pub fn defer_context(&self, context: InjectedContext) {
-        if let Ok(mut deferred) = self.sink.deferred.lock() {
+        if let Ok(mut deferred) = self.execution.sink.deferred.lock() {
             deferred.push(context);
         }
     }
 
     /// Marks a successful result of this call as ending the agent's turn.
     pub fn conclude_turn(&self) {
-        self.sink.concludes_turn.store(true, Ordering::SeqCst);
+        self.execution
+            .sink
+            .concludes_turn
+            .store(true, Ordering::SeqCst);
     }
 
     /// A shared service, such as the jobs runtime.

@@ -57,7 +57,51 @@ pub enum JsonValue {
 ///
 /// Equality of two `JsonNumber`s is textual; [`numbers_equal`] compares by value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct JsonNumber(Box<str>);
+pub struct JsonNumber(NumberText);
+
+/// The longest number text kept in place rather than on the heap: every `i64` and `u64`, and
+/// the decimals arguments usually carry, fit.
+const INLINE_NUMBER: usize = 22;
+
+/// A number's text. Short text is kept in place: a call's arguments are parsed once per call,
+/// and a heap allocation per number was a good part of that. Text of up to
+/// [`INLINE_NUMBER`] bytes is always inline (and zero-padded), so the derived equality and
+/// hash are those of the text.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum NumberText {
+    Inline { len: u8, bytes: [u8; INLINE_NUMBER] },
+    Heap(Box<str>),
+}
+
+impl NumberText {
+    fn new(text: &str) -> NumberText {
+        match u8::try_from(text.len()) {
+            Ok(len) if text.len() <= INLINE_NUMBER => {
+                let mut bytes = [0; INLINE_NUMBER];
+                bytes[..text.len()].copy_from_slice(text.as_bytes());
+                NumberText::Inline { len, bytes }
+            }
+            _ => NumberText::Heap(text.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // The bytes were copied from a `str` whole, so they are UTF-8; the fallback is
+            // unreachable.
+            NumberText::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            NumberText::Heap(text) => text,
+        }
+    }
+}
+
+impl fmt::Debug for NumberText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
 
 /// A JSON object that keeps its keys in insertion order. A repeated key keeps its first
 /// position and its last value, as `serde_json` keeps the last value.
@@ -83,28 +127,28 @@ pub const MAX_DEPTH: usize = 128;
 impl JsonNumber {
     /// The number's text, exactly as written.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     /// Parses a number's text; `None` for text that is not a JSON number.
     pub fn parse(text: &str) -> Option<JsonNumber> {
-        Decimal::parse(text).map(|_| JsonNumber(text.into()))
+        Decimal::parse(text).map(|_| JsonNumber(NumberText::new(text)))
     }
 
     /// The number as a `u64`, when it is written as plain digits within range.
     pub fn as_u64(&self) -> Option<u64> {
-        self.0.parse().ok()
+        self.as_str().parse().ok()
     }
 
     /// The number as an `i64`, when it is written as plain digits within range.
     pub fn as_i64(&self) -> Option<i64> {
-        self.0.parse().ok()
+        self.as_str().parse().ok()
     }
 
     /// The nearest `f64` (infinite beyond `f64`'s range).
     pub fn as_f64(&self) -> f64 {
         // Every JSON number is valid `f64` syntax; the fallback is unreachable.
-        self.0.parse().unwrap_or(f64::NAN)
+        self.as_str().parse().unwrap_or(f64::NAN)
     }
 
     /// The nearest `serde_json::Number`: integers exactly when they fit `u64`/`i64`, other
@@ -122,25 +166,25 @@ impl JsonNumber {
 
 impl fmt::Display for JsonNumber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl From<&Number> for JsonNumber {
     fn from(number: &Number) -> JsonNumber {
-        JsonNumber(number.to_string().into())
+        JsonNumber(NumberText::new(&number.to_string()))
     }
 }
 
 impl From<u64> for JsonNumber {
     fn from(n: u64) -> JsonNumber {
-        JsonNumber(n.to_string().into())
+        JsonNumber(NumberText::new(&n.to_string()))
     }
 }
 
 impl From<i64> for JsonNumber {
     fn from(n: i64) -> JsonNumber {
-        JsonNumber(n.to_string().into())
+        JsonNumber(NumberText::new(&n.to_string()))
     }
 }
 
@@ -322,7 +366,7 @@ impl JsonValue {
             Some(b't') => JsonValue::Bool(true),
             Some(b'f') => JsonValue::Bool(false),
             Some(b'n') => JsonValue::Null,
-            _ => JsonValue::Number(JsonNumber(text.into())),
+            _ => JsonValue::Number(JsonNumber(NumberText::new(text))),
         })
     }
 
@@ -338,12 +382,15 @@ impl JsonValue {
             JsonValue::Array(items) => {
                 Value::Array(items.iter().map(JsonValue::to_value).collect())
             }
-            JsonValue::Object(object) => Value::Object(
-                object
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.to_value()))
-                    .collect(),
-            ),
+            JsonValue::Object(object) => {
+                // Inserted one by one: collecting a `BTreeMap` first gathers and sorts the
+                // entries in a vector of their own, an allocation more per object.
+                let mut map = serde_json::Map::new();
+                for (key, value) in object {
+                    map.insert(key.clone(), value.to_value());
+                }
+                Value::Object(map)
+            }
         }
     }
 
@@ -917,7 +964,7 @@ fn with_plain_integers(value: &JsonValue) -> Option<JsonValue> {
     match value {
         JsonValue::Number(n) => {
             let plain = Decimal::parse(n.as_str())?.plain_integer()?;
-            (plain != n.as_str()).then(|| JsonValue::Number(JsonNumber(plain.into())))
+            (plain != n.as_str()).then(|| JsonValue::Number(JsonNumber(NumberText::new(&plain))))
         }
         JsonValue::Array(items) => {
             let changed: Vec<Option<JsonValue>> = items.iter().map(with_plain_integers).collect();
@@ -1135,6 +1182,37 @@ mod tests {
         assert_eq!(object.get("k49"), Some(&JsonValue::from("k49")));
         assert_eq!(object.get("k50"), None);
         assert_eq!(object.len(), 99);
+    }
+
+    #[test]
+    fn number_text_is_kept_whole_in_place_and_on_the_heap() {
+        // 22 bytes and shorter are kept in place, longer text on the heap.
+        for text in [
+            "0",
+            "-0",
+            "0.10",
+            "18446744073709551617",
+            "1234567890123456789012",
+            "12345678901234567890123",
+            "1e400",
+            "-1.5e-300",
+            "340282366920938463463374607431768211457",
+        ] {
+            let number = JsonNumber::parse(text).unwrap();
+            assert_eq!(number.as_str(), text);
+            assert_eq!(number.to_string(), text);
+            assert_eq!(format!("{number:?}"), format!("JsonNumber({text:?})"));
+            assert_eq!(
+                JsonValue::parse(text).unwrap(),
+                JsonValue::Number(number.clone())
+            );
+            let mut longer = String::from(text);
+            longer.push('0');
+            assert_ne!(JsonNumber::parse(&longer), Some(number));
+        }
+        assert_ne!(JsonNumber::parse("1.0"), JsonNumber::parse("1"));
+        assert_eq!(JsonNumber::from(u64::MAX).as_str(), "18446744073709551615");
+        assert_eq!(JsonNumber::from(i64::MIN).as_str(), "-9223372036854775808");
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl ToolRegistry {
             )
         };
         let execution = Arc::new(ToolExecution {
-            root_call_id: call.root_call_id.unwrap_or_else(|| call.call_id.clone()),
+            root_call_id: call.root_call_id,
             call_id: call.call_id,
             arguments: materialize(call.arguments, self.inner.config.max_argument_bytes),
             name: call.name,
@@ -80,6 +80,7 @@ impl ToolRegistry {
             parent: call.parent,
             agent: call.agent,
             signal: call.signal,
+            sink: CallSink::default(),
         });
         let result = match definition {
             None => {
@@ -100,9 +101,7 @@ impl ToolRegistry {
                 )
             }
             Some(definition) => {
-                let sink = Arc::new(CallSink::default());
-                let result =
-                    run_pipeline(self, &definition, &execution, &hooks, Arc::clone(&sink)).await;
+                let result = run_pipeline(self, &definition, &execution, &hooks).await;
                 finalize(&definition, &execution, result)
             }
         };
@@ -149,7 +148,6 @@ async fn run_pipeline(
     definition: &Arc<ToolDefinition>,
     execution: &Arc<ToolExecution>,
     hooks: &CallHooks,
-    sink: Arc<CallSink>,
 ) -> ToolResult {
     let args = match &execution.arguments {
         CallArguments::Json(args) => Arc::clone(args),
@@ -158,12 +156,12 @@ async fn run_pipeline(
                 FailureCode::InvalidArgs,
                 format!("invalid arguments: the argument text is not JSON ({error})"),
             );
-            return post_execute(definition, execution, hooks, &args_placeholder(), result).await;
+            return post_execute(definition, execution, hooks, &NO_ARGUMENTS, result).await;
         }
         CallArguments::Oversized { bytes, limit } => {
             let result =
                 ToolResult::failure(FailureCode::InvalidArgs, oversized_message(*bytes, *limit));
-            return post_execute(definition, execution, hooks, &args_placeholder(), result).await;
+            return post_execute(definition, execution, hooks, &NO_ARGUMENTS, result).await;
         }
     };
     let result = 'dispatch: {
@@ -179,7 +177,7 @@ async fn run_pipeline(
         if execution.signal.is_cancelled() {
             break 'dispatch aborted_before_dispatch();
         }
-        let result = execute_stage(registry, definition, execution, &args, hooks, &sink).await;
+        let result = execute_stage(registry, definition, execution, &args, hooks).await;
         // The caller cancelled while the body ran: whatever the body made of it (a value, the
         // error it returned on seeing the signal, a timeout racing the cancellation), the call
         // was aborted. Panics and refusals keep their own codes: they say something else.
@@ -194,7 +192,8 @@ async fn run_pipeline(
         }
         result
     };
-    let mut result = post_execute(definition, execution, hooks, args.value(), result).await;
+    let mut result = post_execute(definition, execution, hooks, &args, result).await;
+    let sink = &execution.sink;
     let mut contexts = sink
         .deferred
         .lock()
@@ -215,9 +214,9 @@ fn oversized_message(bytes: usize, limit: usize) -> String {
     )
 }
 
-fn args_placeholder() -> Arc<Value> {
-    Arc::new(Value::Null)
-}
+/// What a listener's replacement value is rendered with when the argument text could not be
+/// read: `null`.
+static NO_ARGUMENTS: ParsedArguments = ParsedArguments::null();
 
 /// The `ABORTED` result of a body that ran while its caller cancelled. A body that still
 /// finished with a value may have done something the model must be able to find (a background
@@ -328,26 +327,24 @@ async fn execute_stage(
     execution: &Arc<ToolExecution>,
     args: &Arc<ParsedArguments>,
     hooks: &CallHooks,
-    sink: &Arc<CallSink>,
 ) -> ToolResult {
     let dispatch = Dispatch {
         definition: Arc::clone(definition),
         execution: Arc::clone(execution),
         args: Arc::clone(args),
-        sink: Arc::clone(sink),
         services: registry.inner.services.clone(),
         approver: ApproverSlot(hooks.approver.clone()),
     };
     let Some(chain) = &hooks.wrappers else {
         // Without wrappers the body is called directly: no boxed chain, no shared dispatch
         // closure.
-        return dispatch.run(execution.signal.clone()).await;
+        return dispatch.run(None).await;
     };
     let dispatch = Arc::new(dispatch);
     let next: Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, ToolResult> + Send + Sync> =
         Arc::new(move |signal| {
             let dispatch = Arc::clone(&dispatch);
-            Box::pin(async move { dispatch.run(signal).await })
+            Box::pin(async move { dispatch.run(Some(signal)).await })
         });
     ExecuteNext {
         chain: Arc::clone(chain),
@@ -366,18 +363,17 @@ struct Dispatch {
     definition: Arc<ToolDefinition>,
     execution: Arc<ToolExecution>,
     args: Arc<ParsedArguments>,
-    sink: Arc<CallSink>,
     services: Services,
     approver: ApproverSlot,
 }
 
 impl Dispatch {
-    async fn run(&self, signal: CancellationToken) -> ToolResult {
+    /// `None` runs the body under the caller's signal.
+    async fn run(&self, signal: Option<CancellationToken>) -> ToolResult {
         let ctx = ExecContext {
             execution: Arc::clone(&self.execution),
             args: Arc::clone(&self.args),
             signal,
-            sink: Arc::clone(&self.sink),
             services: self.services.clone(),
             approver: self.approver.clone(),
         };
@@ -398,9 +394,9 @@ async fn timed_body(
     if let Err(error) = crate::runtime::require(&[crate::runtime::RuntimeDriver::Time]) {
         return ToolResult::failure(error.code(), error.to_string());
     }
-    let deadline = ctx.signal.child_token();
+    let deadline = ctx.signal().child_token();
     let ctx = ExecContext {
-        signal: deadline.clone(),
+        signal: Some(deadline.clone()),
         ..ctx
     };
     let run = body(definition, execution, ctx);
@@ -427,13 +423,13 @@ async fn body(
     execution: &ToolExecution,
     ctx: ExecContext,
 ) -> ToolResult {
-    let args = Arc::clone(ctx.args.value());
+    let args = Arc::clone(&ctx.args);
     if definition.args_validation == ArgsValidation::Validated
         && let Err(violations) = definition.parameters.validate_args(&ctx.args)
     {
         return ToolResult::failure(FailureCode::InvalidArgs, invalid_args_message(&violations));
     }
-    let started = AssertUnwindSafe(|| (definition.body)(Arc::clone(&args), ctx));
+    let started = AssertUnwindSafe(|| (definition.body)(ctx));
     let future = match std::panic::catch_unwind(started) {
         Ok(future) => future,
         Err(payload) => return panicked(&payload),
@@ -465,11 +461,12 @@ pub(crate) fn invalid_args_message(violations: &[Violation]) -> String {
 }
 
 /// Validates a canonical value against the output schema, freezes it, renders it, and (for
-/// top-level calls) projects its presentation meta.
+/// top-level calls) projects its presentation meta. The arguments' `Value` is built here, for
+/// the renderer, if nothing asked for it before.
 fn accept_value(
     definition: &ToolDefinition,
     execution: &ToolExecution,
-    args: &Value,
+    args: &ParsedArguments,
     value: Value,
 ) -> ToolResult {
     if let Err(violations) = definition.output.schema.validate_value(&value) {
@@ -483,7 +480,9 @@ fn accept_value(
         );
     }
     let value = Arc::new(value);
-    let content = match contain("render", || (definition.output.render)(args, &value)) {
+    let content = match contain("render", || {
+        (definition.output.render)(args.value(), &value)
+    }) {
         Ok(content) => content,
         Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
     };
@@ -491,7 +490,7 @@ fn accept_value(
     if execution.parent.is_none()
         && let Some(meta) = &definition.output.presentation_meta
     {
-        match contain("presentation_meta", || meta(args, &value)) {
+        match contain("presentation_meta", || meta(args.value(), &value)) {
             Ok(meta) => result.meta = meta,
             Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
         }
@@ -504,7 +503,7 @@ async fn post_execute(
     definition: &ToolDefinition,
     execution: &Arc<ToolExecution>,
     hooks: &CallHooks,
-    args: &Value,
+    args: &ParsedArguments,
     mut result: ToolResult,
 ) -> ToolResult {
     for listener in &hooks.post_execute {
@@ -571,4 +570,88 @@ fn finalize(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ContentBlock, Tool, ToolError};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct HalfArgs {
+        n: i64,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    struct Half {
+        half: i64,
+    }
+
+    /// Halves even numbers, refuses odd ones, and renders the arguments it was given.
+    struct Halve;
+
+    impl Tool for Halve {
+        type Args = HalfArgs;
+        type Output = Half;
+
+        fn name(&self) -> &str {
+            "halve"
+        }
+
+        fn description(&self) -> &str {
+            "Halve an even number."
+        }
+
+        async fn execute(&self, args: HalfArgs, _exec: ExecContext) -> Result<Half, ToolError> {
+            if args.n % 2 != 0 {
+                return Err(ToolError::failed("odd"));
+            }
+            Ok(Half { half: args.n / 2 })
+        }
+
+        fn render(&self, args: &Value, value: &Value) -> Vec<ContentBlock> {
+            vec![ContentBlock::text(format!("{args} -> {value}"))]
+        }
+    }
+
+    fn built(execution: &ToolExecution) -> bool {
+        execution
+            .parsed()
+            .expect("the arguments parse")
+            .value_built()
+    }
+
+    #[tokio::test]
+    async fn the_arguments_value_is_built_only_when_something_asks_for_it() {
+        let registry = ToolRegistry::new();
+        registry.register_tool(Halve).unwrap();
+
+        // Validation reads the exact arguments.
+        let (execution, result) = registry
+            .execute_call(ToolCall::new("c1", "halve", r#"{"n": "two"}"#))
+            .await;
+        assert_eq!(result.code(), Some(FailureCode::InvalidArgs));
+        assert!(!built(&execution));
+
+        // A typed body reads the text.
+        let (execution, result) = registry
+            .execute_call(ToolCall::new("c2", "halve", r#"{"n": 3}"#))
+            .await;
+        assert_eq!(result.code(), Some(FailureCode::ToolError));
+        assert!(!built(&execution));
+
+        // The renderer takes the arguments as a `Value`: built then, from the exact arguments.
+        let (execution, result) = registry
+            .execute_call(ToolCall::new("c3", "halve", r#"{"n": 4}"#))
+            .await;
+        assert_eq!(
+            crate::content_text(&result.content),
+            r#"{"n":4} -> {"half":2}"#
+        );
+        assert!(built(&execution));
+        assert_eq!(**execution.args().unwrap(), json!({"n": 4}));
+    }
 }

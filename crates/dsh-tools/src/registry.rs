@@ -100,9 +100,16 @@ impl State {
 
     /// The hooks that apply to a call of `session`: global ones first, then the agent's.
     pub(crate) fn hooks(&self, session: Option<&str>) -> CallHooks {
-        let layers: Vec<&Layer> = std::iter::once(&self.global)
-            .chain(self.agent_layer(session))
-            .collect();
+        // An array, not a vector: a call without an agent allocates nothing for its hooks.
+        let global = &self.global;
+        let both;
+        let layers: &[&Layer] = match self.agent_layer(session) {
+            Some(agent) => {
+                both = [global, agent];
+                &both
+            }
+            None => std::slice::from_ref(&global),
+        };
         fn collect<T: Clone>(
             layers: &[&Layer],
             pick: impl Fn(&Layer) -> &Vec<(EffectId, T)>,
@@ -122,11 +129,11 @@ impl State {
             (!list.is_empty()).then(|| Arc::from(list))
         }
         CallHooks {
-            pre_execute: chain(&layers, |l| &l.pre_execute),
-            guards: collect(&layers, |l| &l.guards),
-            wrappers: chain(&layers, |l| &l.wrappers),
-            post_execute: collect(&layers, |l| &l.post_execute),
-            observers: collect(&layers, |l| &l.observers),
+            pre_execute: chain(layers, |l| &l.pre_execute),
+            guards: collect(layers, |l| &l.guards),
+            wrappers: chain(layers, |l| &l.wrappers),
+            post_execute: collect(layers, |l| &l.post_execute),
+            observers: collect(layers, |l| &l.observers),
             approver: layers
                 .iter()
                 .rev()

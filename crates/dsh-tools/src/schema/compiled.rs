@@ -221,7 +221,7 @@ impl CompiledSchema {
         match &self.check {
             // A subset schema that accepts any value needs no conversion to check.
             Check::Subset(schema) if matches!(schema.kind(), super::SchemaKind::Json) => Ok(()),
-            Check::Subset(schema) => validate(schema, &JsonValue::from(value)),
+            Check::Subset(schema) => super::validate_value(schema, value),
             Check::Full(validator) => full(validator, value),
         }
     }
@@ -229,7 +229,7 @@ impl CompiledSchema {
     /// Whether a `serde_json::Value` is valid, without diagnostics.
     pub(crate) fn accepts_value(&self, value: &Value) -> bool {
         match &self.check {
-            Check::Subset(schema) => validate(schema, &JsonValue::from(value)).is_ok(),
+            Check::Subset(schema) => super::validate_value(schema, value).is_ok(),
             Check::Full(validator) => validator.is_valid(value),
         }
     }

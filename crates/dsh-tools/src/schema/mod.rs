@@ -21,6 +21,7 @@ mod validate;
 
 pub(crate) use compiled::Role;
 pub use compiled::{CompileOptions, CompiledSchema, SchemaCompileError};
+pub(crate) use validate::validate_value;
 pub use validate::{Violation, validate};
 
 use crate::json::{JsonObject, JsonValue};

@@ -1,8 +1,9 @@
 //! The validator: every rule the subset can declare, checked with JSON-pointer violations.
 
-use super::{ObjectSchema, SchemaKind, ValueSchema};
-use crate::json::JsonValue;
+use super::{ObjectSchema, ScalarType, SchemaKind, ValueSchema};
+use crate::json::{JsonNumber, JsonValue, is_integer};
 use crate::json::{pointer_push, type_name, values_equal};
+use serde_json::Value;
 use std::fmt;
 
 /// One validation problem: where (a JSON pointer into the validated value, or into the schema
@@ -60,9 +61,95 @@ pub fn validate(schema: &ValueSchema, value: &JsonValue) -> Result<(), Vec<Viola
     Err(out)
 }
 
+/// Validates a `serde_json::Value` exactly as [`validate`] judges `JsonValue::from(value)`,
+/// without converting a valid value: the canonical values tools return are checked on every
+/// call, and converting them cost an allocation per key and per number. Only an invalid value
+/// is converted, to report its violations.
+pub(crate) fn validate_value(schema: &ValueSchema, value: &Value) -> Result<(), Vec<Violation>> {
+    if is_valid(schema, value) {
+        return Ok(());
+    }
+    validate(schema, &JsonValue::from(value))
+}
+
+/// What the allocation-free pass needs to know of a value. [`JsonValue`] answers for itself; a
+/// `serde_json::Value` answers as its `JsonValue::from` conversion would, so both are judged by
+/// the same rules.
+trait Judged: Sized {
+    /// Whether the value is of a scalar type (`1.0` is an `integer`).
+    fn has_type(&self, ty: ScalarType) -> bool;
+    /// Equality in the sense of JSON Schema's `enum` and `const` ([`values_equal`]).
+    fn equals(&self, expected: &JsonValue) -> bool;
+    /// The items, for arrays.
+    fn items(&self) -> Option<&[Self]>;
+    /// The members, for objects.
+    fn members(&self) -> Option<impl Iterator<Item = (&str, &Self)>>;
+    /// Whether an object has a key (`false` for anything else).
+    fn has_key(&self, key: &str) -> bool;
+}
+
+impl Judged for JsonValue {
+    fn has_type(&self, ty: ScalarType) -> bool {
+        ty.matches(self)
+    }
+
+    fn equals(&self, expected: &JsonValue) -> bool {
+        values_equal(expected, self)
+    }
+
+    fn items(&self) -> Option<&[JsonValue]> {
+        self.as_array().map(Vec::as_slice)
+    }
+
+    fn members(&self) -> Option<impl Iterator<Item = (&str, &JsonValue)>> {
+        self.as_object()
+            .map(|map| map.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
+    fn has_key(&self, key: &str) -> bool {
+        self.as_object().is_some_and(|map| map.contains_key(key))
+    }
+}
+
+impl Judged for Value {
+    fn has_type(&self, ty: ScalarType) -> bool {
+        match (ty, self) {
+            (ScalarType::String, Value::String(_))
+            | (ScalarType::Number, Value::Number(_))
+            | (ScalarType::Boolean, Value::Bool(_))
+            | (ScalarType::Null, Value::Null) => true,
+            // `u64` and `i64` convert to plain digits; a float converts to the text
+            // `is_integer` judges (`1.0` is an integer, `0.5` is not).
+            (ScalarType::Integer, Value::Number(n)) => {
+                n.is_u64() || n.is_i64() || is_integer(&JsonNumber::from(n))
+            }
+            _ => false,
+        }
+    }
+
+    fn equals(&self, expected: &JsonValue) -> bool {
+        // `enum` and `const` are rare in output schemas; converting here keeps one notion of
+        // equality.
+        values_equal(expected, &JsonValue::from(self))
+    }
+
+    fn items(&self) -> Option<&[Value]> {
+        self.as_array().map(Vec::as_slice)
+    }
+
+    fn members(&self) -> Option<impl Iterator<Item = (&str, &Value)>> {
+        self.as_object()
+            .map(|map| map.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
+    fn has_key(&self, key: &str) -> bool {
+        self.as_object().is_some_and(|map| map.contains_key(key))
+    }
+}
+
 /// Whether a value is valid, without building any diagnostics. It restates every rule of
 /// [`check`]; a property test holds the two to the same verdict.
-fn is_valid(schema: &ValueSchema, value: &JsonValue) -> bool {
+fn is_valid<V: Judged>(schema: &ValueSchema, value: &V) -> bool {
     match &schema.kind {
         SchemaKind::Json => true,
         SchemaKind::Scalar {
@@ -70,26 +157,26 @@ fn is_valid(schema: &ValueSchema, value: &JsonValue) -> bool {
             allowed,
             constant,
         } => {
-            ty.matches(value)
+            value.has_type(*ty)
                 && allowed
                     .as_ref()
-                    .is_none_or(|allowed| allowed.iter().any(|a| values_equal(a, value)))
+                    .is_none_or(|allowed| allowed.iter().any(|a| value.equals(a)))
                 && constant
                     .as_ref()
-                    .is_none_or(|constant| values_equal(constant, value))
+                    .is_none_or(|constant| value.equals(constant))
         }
-        SchemaKind::Array { items } => match value {
-            JsonValue::Array(list) => items
+        SchemaKind::Array { items } => match value.items() {
+            Some(list) => items
                 .as_ref()
                 .is_none_or(|items| list.iter().all(|item| is_valid(items, item))),
-            _ => false,
+            None => false,
         },
         SchemaKind::Object(object) => {
-            let JsonValue::Object(map) = value else {
+            let Some(mut members) = value.members() else {
                 return false;
             };
-            object.required.iter().all(|name| map.contains_key(name))
-                && map.iter().all(|(key, item)| match object.property(key) {
+            object.required.iter().all(|name| value.has_key(name))
+                && members.all(|(key, item)| match object.property(key) {
                     Some(schema) => is_valid(schema, item),
                     None => object.additional_properties,
                 })
@@ -369,6 +456,47 @@ mod tests {
                 violations
             );
         }
+
+        #[test]
+        fn a_value_is_judged_as_its_exact_conversion((schema, value) in strategies::pairs()) {
+            // Tools' outputs are validated as `serde_json::Value`s without converting them; the
+            // verdict and the violations must be those of the converted value.
+            let exact = JsonValue::from(&value);
+            prop_assert_eq!(
+                is_valid(&schema, &value),
+                is_valid(&schema, &exact),
+                "schema {} value {}",
+                schema.to_json(),
+                value
+            );
+            prop_assert_eq!(validate_value(&schema, &value), validate(&schema, &exact));
+        }
+    }
+
+    #[test]
+    fn floats_are_judged_as_the_numbers_they_convert_to() {
+        let integer = ValueSchema::integer();
+        for (value, valid) in [
+            (json!(1.0), true),
+            (json!(1e20), true),
+            (json!(-0.0), true),
+            (json!(0.5), false),
+            (json!(u64::MAX), true),
+            (json!(i64::MIN), true),
+        ] {
+            assert_eq!(
+                validate_value(&integer, &value).is_ok(),
+                valid,
+                "{value} as an integer"
+            );
+        }
+        let three = ValueSchema::number().allowed([3]);
+        assert_eq!(validate_value(&three, &json!(3.0)), Ok(()));
+        assert_eq!(
+            validate_value(&three, &json!(3.5)),
+            validate(&three, &JsonValue::from(&json!(3.5)))
+        );
+        assert!(validate_value(&three, &json!(3.5)).is_err());
     }
 
     fn violations(schema: &ValueSchema, value: serde_json::Value) -> Vec<String> {
