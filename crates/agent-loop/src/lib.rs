@@ -71,7 +71,7 @@ pub use log::{
     SessionLogWriter, SkippedLine,
 };
 pub use model::{
-    AssistantToolCall, FinishReason, Message, ModelAdapter, ModelError, ModelEvent, ModelRequest,
-    ModelStream, Usage,
+    AssistantToolCall, FinishReason, History, Message, ModelAdapter, ModelError, ModelEvent,
+    ModelRequest, ModelStream, Usage,
 };
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
