@@ -86,6 +86,6 @@ pub mod tool;
 
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
-pub use local::{LocalConfig, LocalExecutor};
+pub use local::{LocalConfig, LocalExecutor, default_max_concurrent_commands};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
 pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};
