@@ -59,8 +59,10 @@ struct Run {
 }
 
 /// Runs one session of `steps` tool-call steps and a final answer, timing each step from one
-/// `model/request` event to the next.
-fn run(runtime: &Runtime, registry: &ToolRegistry, size: SessionSize) -> Result<Run> {
+/// `model/request` event to the next. Returns the disposed agent too, which still holds its
+/// history: the caller keeps it, so that the next session cannot grow into memory this one
+/// freed, which would hide its growth.
+fn run(runtime: &Runtime, registry: &ToolRegistry, size: SessionSize) -> Result<(Run, Agent)> {
     let steps = size.steps;
     let window = size.window.clamp(1, steps / 2);
     // The scripted model answers from the step number; it keeps no request, so the agent's
@@ -117,12 +119,13 @@ fn run(runtime: &Runtime, registry: &ToolRegistry, size: SessionSize) -> Result<
         "{} steps timed",
         step_times.len()
     );
-    Ok(Run {
+    let run = Run {
         first: median(step_times[..window].to_vec()),
         last: median(step_times[steps - window..].to_vec()),
         events: events.load(Ordering::Relaxed),
         rss_growth,
-    })
+    };
+    Ok((run, agent))
 }
 
 /// Measures `long_session` (µs/step over the last window, lower is better) against the first
@@ -134,20 +137,24 @@ fn long_session(runtime: &Runtime, size: SessionSize) -> Result<Measurement> {
     };
     let registry = ToolRegistry::new();
     registry.register(noop()?)?;
+    // Every session's agent (and history) lives until the end of the measurement.
+    let mut kept = Vec::new();
     for _ in 0..size.rounds.warmup {
-        run(runtime, &registry, size)?;
+        kept.push(run(runtime, &registry, size)?.1);
     }
     let mut firsts = Vec::with_capacity(size.rounds.samples);
     let mut lasts = Vec::with_capacity(size.rounds.samples);
     let mut per_event = Vec::with_capacity(size.rounds.samples);
     let mut events = 0;
     for _ in 0..size.rounds.samples.max(1) {
-        let run = run(runtime, &registry, size)?;
+        let (run, agent) = run(runtime, &registry, size)?;
+        kept.push(agent);
         firsts.push(run.first * 1e6);
         lasts.push(run.last * 1e6);
         per_event.push(run.rss_growth as f64 / run.events.max(1) as f64);
         events = run.events;
     }
+    drop(kept);
     Ok(Measurement {
         name: BENCHMARK.name,
         value: median(lasts),
