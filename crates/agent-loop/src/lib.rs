@@ -8,6 +8,10 @@
 //! and records every step as a [`SessionEvent`] for subscribers and the JSONL session log. Logs
 //! replay into cards ([`replay_cards`]) and resume into a live agent ([`AgentBuilder::resume`]).
 //!
+//! Requests share the history ([`History`]) and the tool schemas with the agent instead of
+//! copying them, and the schemas are rebuilt only after a `tools/change`, so a step costs the
+//! same however long the session has run.
+//!
 //! Invariant: every tool call in the history has exactly one tool result, whatever fails or is
 //! cancelled, so the next request is always well-formed.
 //!

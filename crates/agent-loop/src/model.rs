@@ -300,6 +300,10 @@ pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
 /// The seam between the loop and a model provider (OpenAI-compatible HTTP, DeepSeek, the
 /// scripted mock). Given a request and a cancellation signal, stream the response.
+///
+/// Take what the request carries (serialise it into a body, say) and drop it: the history it
+/// shares with the agent is copied by the agent's next append while an adapter still holds it
+/// (see [`History`]).
 pub trait ModelAdapter: Send + Sync {
     /// Streams one response. The stream should end promptly once `signal` fires.
     fn stream(&self, request: ModelRequest, signal: CancellationToken) -> ModelStream;
