@@ -13,6 +13,8 @@
 mod churn;
 mod dispatch;
 mod fanout;
+mod long_session;
+mod many_agents;
 mod measure;
 mod model_stream;
 mod replay;
@@ -26,6 +28,8 @@ mod validate;
 pub use churn::ChurnSize;
 pub use dispatch::MicroSize;
 pub use fanout::FanoutSize;
+pub use long_session::SessionSize;
+pub use many_agents::AgentsSize;
 pub use measure::{Extra, Measurement, Rounds, Target, json_line};
 pub use model_stream::StreamSize;
 pub use replay::ReplaySize;
@@ -43,7 +47,7 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 9] = [
+pub const BENCHMARKS: [Benchmark; 11] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
@@ -53,6 +57,8 @@ pub const BENCHMARKS: [Benchmark; 9] = [
     replay::BENCHMARK,
     model_stream::BENCHMARK,
     churn::BENCHMARK,
+    long_session::BENCHMARK,
+    many_agents::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -74,6 +80,10 @@ pub struct Sizes {
     pub model_stream: StreamSize,
     /// `job_churn`.
     pub churn: ChurnSize,
+    /// `long_session`.
+    pub long_session: SessionSize,
+    /// `many_agents`.
+    pub many_agents: AgentsSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -82,7 +92,7 @@ const fn rounds(warmup: usize, samples: usize) -> Rounds {
 
 impl Sizes {
     /// The full sizes of `docs/performance.md`: 1 GiB, 100 jobs × 4 MiB, 100 000 events, a
-    /// 10 MiB model stream, 100 000 churned jobs.
+    /// 10 MiB model stream, 100 000 churned jobs, a 5 000-step session, 1 000 agents.
     pub const FULL: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 20_000,
@@ -117,10 +127,20 @@ impl Sizes {
             jobs: 100_000,
             rounds: rounds(1, 5),
         },
+        long_session: SessionSize {
+            steps: 5_000,
+            window: 500,
+            rounds: rounds(1, 5),
+        },
+        many_agents: AgentsSize {
+            agents: 1_000,
+            rounds: rounds(1, 5),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
-    /// events, a 2 MiB model stream, 20 000 churned jobs, fewer rounds.
+    /// events, a 2 MiB model stream, 20 000 churned jobs, a 2 000-step session, 200 agents,
+    /// fewer rounds.
     pub const QUICK: Sizes = Sizes {
         dispatch: MicroSize {
             calls: 5_000,
@@ -153,6 +173,15 @@ impl Sizes {
         },
         churn: ChurnSize {
             jobs: 20_000,
+            rounds: rounds(1, 3),
+        },
+        long_session: SessionSize {
+            steps: 2_000,
+            window: 200,
+            rounds: rounds(1, 3),
+        },
+        many_agents: AgentsSize {
+            agents: 200,
             rounds: rounds(1, 3),
         },
     };
@@ -191,6 +220,15 @@ impl Sizes {
         },
         churn: ChurnSize {
             jobs: 200,
+            rounds: rounds(0, 1),
+        },
+        long_session: SessionSize {
+            steps: 40,
+            window: 10,
+            rounds: rounds(0, 1),
+        },
+        many_agents: AgentsSize {
+            agents: 4,
             rounds: rounds(0, 1),
         },
     };

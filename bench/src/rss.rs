@@ -27,6 +27,11 @@ impl PeakRssWindow {
     }
 }
 
+/// The resident memory of this process now (`VmRSS`), in bytes.
+pub(crate) fn current_bytes() -> Result<u64> {
+    Ok(status_kib("VmRSS:")? * 1024)
+}
+
 /// One `kB` field of `/proc/self/status`.
 fn status_kib(field: &str) -> Result<u64> {
     let status =

@@ -73,6 +73,18 @@ fn every_benchmark_runs_at_tiny_sizes_and_reports_json() {
         "{read} MiB read + {skipped} MiB skipped ≠ {mib} MiB written"
     );
 
+    // The long session recorded its events (a user message, four per step, the answer and the
+    // turn's ends), and the idle agents' memory and the executor's limit were reported.
+    let steps = Sizes::TINY.long_session.steps as f64;
+    assert!(
+        figure("long_session", "events") >= 4.0 * steps,
+        "{}",
+        result("long_session")
+    );
+    assert!(figure("long_session", "rss_bytes_per_event") >= 0.0);
+    assert!(figure("many_agents", "rss_per_idle_agent_kib") >= 0.0);
+    assert!(figure("many_agents", "concurrency") >= 1.0);
+
     // One human line per benchmark before the JSON line.
     assert_eq!(stdout.lines().count(), BENCHMARKS.len() + 1);
 }

@@ -2,11 +2,11 @@
 
 use crate::event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
 use crate::log::{LogWriteError, SessionLog, SessionLogWriter};
-use crate::model::{AssistantToolCall, Message, ModelAdapter, ModelEvent, ModelRequest};
+use crate::model::{AssistantToolCall, History, Message, ModelAdapter, ModelEvent, ModelRequest};
 use dsh_tools::jobs::{JobRuntime, JobStatus, TurnOpener};
 use dsh_tools::{
     AgentGone, AgentHandle, AgentRef, Arguments, ContextSource, Disposer, FailureCode,
-    InjectedContext, Scope, ScopeError, ToolCall, ToolRegistry, ToolResult,
+    InjectedContext, Scope, ScopeError, ToolCall, ToolRegistry, ToolResult, ToolSchema,
 };
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -97,7 +97,9 @@ struct ActiveTurn {
 }
 
 struct AgentState {
-    history: Vec<Message>,
+    /// Shared with the requests built from it (see [`History`]): appended to in place, and
+    /// copied only while an adapter still holds an earlier request.
+    history: History,
     inbox: Vec<InjectedContext>,
     turn: Option<ActiveTurn>,
     turns_started: u64,
@@ -125,6 +127,8 @@ struct AgentInner {
     /// Woken whenever context enters the inbox (a woken turn gathering notices listens).
     inbox_grew: Notify,
     job_listener: Mutex<Option<Disposer>>,
+    /// The tool schemas of the agent's requests, rebuilt only after `tools/change`.
+    schemas: SchemaCache,
     next_subscriber: AtomicU64,
     /// The tool calls of the session so far (restored ones included), for fallback call ids.
     calls_made: AtomicU64,
@@ -133,6 +137,54 @@ struct AgentInner {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Critical sections only push, drain or swap fields; a poisoned lock is still consistent.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The tool schemas the agent sees, built once and shared by every request until the visible
+/// tool set changes. A `tools/change` listener on the agent scope marks them stale; the next
+/// request rebuilds them. The flag is cleared before the registry is read, and the registry
+/// notifies only after a change is in place, so a change racing with a rebuild leaves the flag
+/// set and is picked up by the request after.
+struct SchemaCache {
+    stale: Arc<AtomicBool>,
+    /// Whether the listener is in place; without it every request reads the registry.
+    listening: bool,
+    schemas: Mutex<Option<Arc<[ToolSchema]>>>,
+}
+
+impl SchemaCache {
+    /// A cache for the agent of `session`, listening on its scope.
+    fn new(scope: &Scope, session: &str) -> SchemaCache {
+        let stale = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&stale);
+        let session = session.to_owned();
+        // The listener is an effect of the agent scope, so it goes when the scope is disposed.
+        let listening = scope
+            .on_change(move |change| {
+                if change.session.as_deref().is_none_or(|s| s == session) {
+                    flag.store(true, Ordering::Release);
+                }
+            })
+            .is_ok();
+        SchemaCache {
+            stale,
+            listening,
+            schemas: Mutex::new(None),
+        }
+    }
+
+    /// The current schemas of the agent of `session`.
+    fn get(&self, registry: &ToolRegistry, session: &str) -> Arc<[ToolSchema]> {
+        let mut cached = lock(&self.schemas);
+        let stale = self.stale.swap(false, Ordering::AcqRel) || !self.listening;
+        match &*cached {
+            Some(schemas) if !stale => Arc::clone(schemas),
+            _ => {
+                let schemas: Arc<[ToolSchema]> = registry.schemas(Some(session)).into();
+                *cached = Some(Arc::clone(&schemas));
+                schemas
+            }
+        }
+    }
 }
 
 /// What tools see of the agent (`exec.agent()`): a weak link that fails once the agent is gone.
@@ -411,15 +463,16 @@ impl AgentBuilder {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let scope = self.registry.agent_scope(session_id.clone())?;
+        let schemas = SchemaCache::new(&scope, &session_id);
         let (history, inbox, seq, job_ids, lost_jobs) = match resumed {
             Some(restored) => (
-                restored.history,
+                History::from(restored.history),
                 restored.inbox,
                 restored.last_seq,
                 restored.job_ids,
                 restored.lost_jobs,
             ),
-            None => (Vec::new(), Vec::new(), 0, Vec::new(), Vec::new()),
+            None => (History::new(), Vec::new(), 0, Vec::new(), Vec::new()),
         };
         let call_ids: HashSet<String> = history
             .iter()
@@ -469,6 +522,7 @@ impl AgentBuilder {
             idle: Notify::new(),
             inbox_grew: Notify::new(),
             job_listener: Mutex::new(None),
+            schemas,
             // Ids of later `subscribe` calls follow the builder's subscribers.
             next_subscriber: AtomicU64::new(subscribers),
             calls_made: AtomicU64::new(calls_made),
@@ -674,7 +728,7 @@ impl Agent {
 
     /// A copy of the history.
     pub fn history(&self) -> Vec<Message> {
-        lock(&self.inner.state).history.clone()
+        lock(&self.inner.state).history.to_vec()
     }
 
     /// Whether a turn is running.
@@ -975,7 +1029,7 @@ impl Agent {
     /// Drains the inbox into the history and assembles the request, recording it.
     fn next_request(&self, step: u32) -> ModelRequest {
         let inner = &self.inner;
-        let tools = inner.registry.schemas(Some(&inner.session_id));
+        let tools = inner.schemas.get(&inner.registry, &inner.session_id);
         let mut state = lock(&inner.state);
         let injected = std::mem::take(&mut state.inbox);
         state.history.extend(injected.iter().map(Message::from));
@@ -984,8 +1038,8 @@ impl Agent {
             tools: tools.iter().map(|t| t.name.clone()).collect(),
             injected,
         });
-        // The request owns a copy of the history. Adapters may keep requests (the mock captures
-        // every one), so sharing it instead would need a persistent history structure.
+        // The request shares the history and the schemas: a clone of each is a reference count,
+        // so a step costs the same however long the session is (see `History`).
         ModelRequest {
             step,
             system: inner.system.clone(),

@@ -10,6 +10,10 @@
 //! A [`SessionStore`] ([`FsSessionStore`] on disk) keeps sessions beyond the process: log and
 //! spill files together, one writer at a time, to list, resume, fork and prune.
 //!
+//! Requests share the history ([`History`]) and the tool schemas with the agent instead of
+//! copying them, and the schemas are rebuilt only after a `tools/change`, so a step costs the
+//! same however long the session has run.
+//!
 //! Invariant: every tool call in the history has exactly one tool result, whatever fails or is
 //! cancelled, so the next request is always well-formed.
 //!
@@ -76,8 +80,8 @@ pub use log::{
     SessionLogWriter, SkippedLine,
 };
 pub use model::{
-    AssistantToolCall, FinishReason, Message, ModelAdapter, ModelError, ModelEvent, ModelRequest,
-    ModelStream, Usage,
+    AssistantToolCall, FinishReason, History, Message, ModelAdapter, ModelError, ModelEvent,
+    ModelRequest, ModelStream, Usage,
 };
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
 #[cfg(unix)]

@@ -541,7 +541,7 @@ async fn requests_carry_the_system_prompt_and_the_tools_the_agent_sees_at_each_s
     let requests = mock.requests();
     let sent: Vec<(String, Vec<dsh_tools::ToolSchema>)> = requests
         .iter()
-        .map(|r| (r.system.clone(), r.tools.clone()))
+        .map(|r| (r.system.clone(), r.tools.to_vec()))
         .collect();
     assert_eq!(
         sent,

@@ -4,8 +4,9 @@
 //! tool calls (JSON arguments or raw argument text), a scripted error, or a hang until
 //! cancelled. Responses are streamed as deltas in configurable chunk sizes, with parallel tool
 //! calls' argument fragments interleaved, so the loop's assembly is exercised. Every request is
-//! captured for assertions. The script is strict: a request after it ran out fails loudly with
-//! the request number, and [`MockAdapter::assert_exhausted`] checks nothing was left unused.
+//! captured for assertions, unless [`MockAdapter::capture_requests`] turns that off. The script
+//! is strict: a request after it ran out fails loudly with the request number, and
+//! [`MockAdapter::assert_exhausted`] checks nothing was left unused.
 //! A function mode answers requests from a closure instead.
 //!
 //! Scripts load from JSON in the format of the `dsh-agent run --script` flag:
@@ -25,6 +26,11 @@
 //!
 //! A step's `delayMs` is a whole number of milliseconds up to [`MAX_DELAY_MS`]; any other value
 //! is refused naming the field as a JSON pointer (`/steps/1/delayMs`).
+//!
+//! A captured request keeps its history alive, and the agent copies a history it still shares
+//! before appending to it (see [`agent_loop::History`]), so with capture on every step copies
+//! the history once: harmless in a test, quadratic over a session of thousands of steps. The
+//! `long_session` benchmark turns capture off.
 //!
 //! It deliberately does not simulate a provider's HTTP behaviour; it drives the `ModelAdapter`
 //! seam directly.
@@ -209,7 +215,10 @@ type Responder = Arc<dyn Fn(&ModelRequest) -> Step + Send + Sync>;
 
 struct MockState {
     steps: VecDeque<Step>,
+    /// The captured requests (none when capture is off).
     requests: Vec<ModelRequest>,
+    /// Every request received, captured or not.
+    received: usize,
     responder: Option<Responder>,
 }
 
@@ -218,6 +227,7 @@ struct MockState {
 pub struct MockAdapter {
     state: Arc<Mutex<MockState>>,
     chunk_bytes: usize,
+    capture: bool,
 }
 
 impl fmt::Debug for MockAdapter {
@@ -225,8 +235,9 @@ impl fmt::Debug for MockAdapter {
         let state = self.lock();
         f.debug_struct("MockAdapter")
             .field("remaining", &state.steps.len())
-            .field("requests", &state.requests.len())
+            .field("requests", &state.received)
             .field("chunk_bytes", &self.chunk_bytes)
+            .field("capture", &self.capture)
             .finish()
     }
 }
@@ -273,9 +284,11 @@ impl MockAdapter {
             state: Arc::new(Mutex::new(MockState {
                 steps: steps.into_iter().map(Into::into).collect(),
                 requests: Vec::new(),
+                received: 0,
                 responder: None,
             })),
             chunk_bytes: 4,
+            capture: true,
         }
     }
 
@@ -363,6 +376,15 @@ impl MockAdapter {
         self
     }
 
+    /// Whether this adapter keeps every request for [`MockAdapter::requests`] (default: yes).
+    /// Without capture a request is dropped once its step is chosen, so the agent's history
+    /// is never shared when it appends to it and no step copies it: what a long session
+    /// needs, since a captured request makes the agent's next append copy the whole history.
+    pub fn capture_requests(mut self, capture: bool) -> MockAdapter {
+        self.capture = capture;
+        self
+    }
+
     fn lock(&self) -> MutexGuard<'_, MockState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -372,7 +394,8 @@ impl MockAdapter {
         self.lock().steps.push_back(step.into());
     }
 
-    /// Every request received so far.
+    /// Every request received so far (cheap: the requests share their histories and schemas
+    /// with the agent). Empty when capture is off.
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.lock().requests.clone()
     }
@@ -390,7 +413,7 @@ impl MockAdapter {
         } else {
             Err(NotExhausted {
                 remaining: state.steps.len(),
-                requests: state.requests.len(),
+                requests: state.received,
             })
         }
     }
@@ -405,8 +428,11 @@ impl MockAdapter {
 
     fn next_step(&self, request: &ModelRequest) -> Result<Step, ModelError> {
         let mut state = self.lock();
-        state.requests.push(request.clone());
-        let number = state.requests.len();
+        if self.capture {
+            state.requests.push(request.clone());
+        }
+        state.received += 1;
+        let number = state.received;
         if let Some(respond) = state.responder.clone() {
             drop(state);
             return Ok(respond(request));
@@ -627,5 +653,30 @@ mod tests {
         }
         let mock = MockAdapter::from_json(r#"{ "steps": [ { "error": "boom" } ] }"#).unwrap();
         assert_eq!(mock.lock().steps, [Step::Error("boom".into())]);
+    }
+
+    #[tokio::test]
+    async fn without_capture_requests_are_counted_but_not_kept() {
+        use futures::StreamExt;
+        let request = ModelRequest::new("", vec![agent_loop::Message::user("hi")], vec![]);
+        let kept = MockAdapter::new([Response::text("a"), Response::text("b")]);
+        let dropped = kept.clone().capture_requests(false);
+        drop(kept.stream(request.clone(), CancellationToken::new()));
+        drop(dropped.stream(request.clone(), CancellationToken::new()));
+        // The clones share the script and the captures; only the capturing one kept its
+        // request, and that shares the history it was sent.
+        let captured = kept.requests();
+        assert_eq!(captured, vec![request.clone()]);
+        assert!(captured[0].messages.shares_storage(&request.messages));
+        // The uncaptured request still counts.
+        let events: Vec<_> = dropped
+            .stream(request, CancellationToken::new())
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            vec![Err(ModelError::new("script exhausted at request 3"))]
+        );
+        assert_eq!(kept.requests().len(), 1);
     }
 }

@@ -96,7 +96,7 @@ pub mod tool;
 
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
-pub use local::{LocalConfig, LocalExecutor};
+pub use local::{LocalConfig, LocalExecutor, default_max_concurrent_commands};
 #[cfg(all(
     feature = "sandbox",
     target_os = "linux",

@@ -22,6 +22,11 @@
 //! removed, so the paths outlive the process (and a crash) until the host's retention goes. Together they hold
 //! at most [`LocalConfig::spill_budget_bytes`] (4 GiB): past it a stream's file stops (or is
 //! not created) and its result says so, while its in-memory window works as before.
+//!
+//! At most [`LocalConfig::max_concurrent_commands`] commands run in the foreground or start in
+//! the background at once (default: 4 per CPU the process may use). One executor is usually
+//! shared by every agent of a process, so this bounds the processes a thousand agents fork at
+//! once; a call beyond it waits for a slot, in the order the calls came.
 
 use crate::env::{EnvPolicy, child_env};
 use crate::launch::{Launch, ShellEnd};
@@ -43,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Configuration of the local executor.
@@ -78,6 +83,23 @@ pub struct LocalConfig {
     /// Which of the harness's variables commands see (default: all but credentials and shell
     /// start-up variables; see [`EnvPolicy`]).
     pub env_policy: EnvPolicy,
+    /// The most commands that run in the foreground, or start in the background, at once
+    /// (default: 4 × the CPUs the process may use, [`default_max_concurrent_commands`]; at
+    /// least 1). A call beyond it waits for a slot, first come first served, and its
+    /// cancellation signal ends the wait (the result says `aborted`, nothing ran); its timeout
+    /// and `duration` start once it has a slot. A foreground command holds its slot until it
+    /// has been reaped. A background command holds one only while it starts: how many run
+    /// after that is the jobs runtime's business (its per-owner limits), and a long-lived
+    /// server must not keep every later foreground call waiting.
+    pub max_concurrent_commands: usize,
+}
+
+/// The default of [`LocalConfig::max_concurrent_commands`]: 4 × the CPUs this process may use
+/// (`std::thread::available_parallelism`, 1 when unknown). Short commands mostly wait on
+/// `fork`, `exec` and pipes rather than a CPU, so a few per CPU keep the CPUs busy, while a
+/// burst of a thousand agents' calls does not fork a thousand processes at once.
+pub fn default_max_concurrent_commands() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) * 4
 }
 
 impl Default for LocalConfig {
@@ -94,6 +116,7 @@ impl Default for LocalConfig {
             spill_dir: None,
             bash: PathBuf::from("bash"),
             env_policy: EnvPolicy::default(),
+            max_concurrent_commands: default_max_concurrent_commands(),
         }
     }
 }
@@ -234,6 +257,8 @@ pub struct LocalExecutor {
     guard: Arc<OrphanGuard>,
     /// How a sandboxed executor confines every command it starts (see `crate::sandbox`).
     confinement: Option<Arc<Confinement>>,
+    /// One permit per command that may run (or start) at once.
+    slots: Arc<Semaphore>,
 }
 
 /// How the commands of a sandboxed executor are confined: a Landlock ruleset the shell enforces
@@ -268,6 +293,9 @@ impl std::fmt::Debug for Wrapper {
     }
 }
 
+/// A command's wait for a slot ended by its cancellation, before it started.
+struct CancelledWhileQueued;
+
 impl Default for LocalExecutor {
     fn default() -> Self {
         LocalExecutor::new(LocalConfig::default())
@@ -291,6 +319,11 @@ impl LocalExecutor {
             }),
             bash: Arc::new(resolve_program(&config.bash)),
             guard: OrphanGuard::new(),
+            slots: Arc::new(Semaphore::new(
+                config
+                    .max_concurrent_commands
+                    .clamp(1, Semaphore::MAX_PERMITS),
+            )),
             config: Arc::new(config),
             confinement: None,
         }
@@ -313,6 +346,21 @@ impl LocalExecutor {
     /// The private spill directory, once something spilled.
     pub fn spill_dir(&self) -> Option<PathBuf> {
         self.spill.dir.get().map(|d| d.path().to_path_buf())
+    }
+
+    /// Waits for a slot among [`LocalConfig::max_concurrent_commands`], unless `cancelled`
+    /// fires first. Permits are handed out in the order they were asked for.
+    async fn slot(
+        &self,
+        cancelled: &CancellationToken,
+    ) -> Result<Option<OwnedSemaphorePermit>, CancelledWhileQueued> {
+        let slots = Arc::clone(&self.slots);
+        tokio::select! {
+            biased;
+            // The semaphore is never closed; were it, commands would run without a limit.
+            permit = slots.acquire_owned() => Ok(permit.ok()),
+            () = cancelled.cancelled() => Err(CancelledWhileQueued),
+        }
     }
 
     fn sink(&self) -> Arc<dyn SpillSink> {
@@ -845,6 +893,7 @@ enum Cause {
 
 impl LocalExecutor {
     async fn run_foreground(&self, mut spec: ShellSpec) -> Result<ShellRunResult, ShellError> {
+        let queued = self.slot(&spec.signal).await;
         let started = Instant::now();
         let config = Arc::clone(&self.config);
         let stdout_window = spec.stdout_max_bytes.max(config.visible_bytes);
@@ -860,6 +909,20 @@ impl LocalExecutor {
             config.spill_cap_bytes,
             Some(self.sink()),
         )));
+        let Ok(_slot) = queued else {
+            // Cancelled while waiting for a slot: nothing ran.
+            return Ok(ShellRunResult {
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                aborted: true,
+                timeout: spec.timeout,
+                stdout: lock(&stdout).finish(config.visible_bytes),
+                stderr: lock(&stderr).finish(config.visible_bytes),
+                duration: started.elapsed(),
+                notes: Vec::new(),
+            });
+        };
         let mut supervised = self.spawn(&mut spec).await?;
         let pgid = supervised.shell();
         let reaper = Reaper {
@@ -941,7 +1004,16 @@ impl LocalExecutor {
         let executor = self.clone();
         let supervised = Arc::clone(&process);
         tokio::spawn(async move {
-            let mut child = match executor.spawn(&mut spec).await {
+            let Ok(slot) = executor.slot(&supervised.kill).await else {
+                // Killed while waiting for a slot: it never started.
+                supervised.settle(ProcessStatus::Killed, None, None);
+                return;
+            };
+            let started = executor.spawn(&mut spec).await;
+            // A background command holds its slot only while it starts (see
+            // `LocalConfig::max_concurrent_commands`).
+            drop(slot);
+            let mut child = match started {
                 Ok(child) => child,
                 Err(error) => {
                     lock(&supervised.stderr).push(format!("{error}\n").as_bytes());

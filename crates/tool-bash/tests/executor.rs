@@ -430,3 +430,84 @@ async fn a_background_spawn_failure_settles_killed_with_the_error_on_stderr() {
             .contains("bash is not installed")
     );
 }
+
+#[test]
+fn the_default_concurrency_limit_is_four_commands_per_cpu() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(tool_bash::default_max_concurrent_commands(), 4 * cpus);
+    assert_eq!(LocalConfig::default().max_concurrent_commands, 4 * cpus);
+}
+
+/// An executor that runs one command at a time, and a directory for the commands' markers.
+fn one_at_a_time() -> (LocalExecutor, tempfile::TempDir) {
+    let mut config = LocalConfig::default();
+    config.max_concurrent_commands = 1;
+    (LocalExecutor::new(config), tempfile::tempdir().unwrap())
+}
+
+#[tokio::test]
+async fn a_command_over_the_limit_waits_until_a_slot_is_free() {
+    let (executor, dir) = one_at_a_time();
+    let dir = dir.path().display().to_string();
+    let first = tokio::spawn({
+        let executor = executor.clone();
+        let request = ShellRequest::new(format!(
+            "touch '{dir}/started'; while [ ! -e '{dir}/go' ]; do sleep 0.01; done; echo first"
+        ));
+        async move { run_with(&executor, request).await }
+    });
+    while !std::path::Path::new(&format!("{dir}/started")).exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = tokio::spawn({
+        let executor = executor.clone();
+        let request = ShellRequest::new(format!("test -e '{dir}/go' && echo after the first"));
+        async move { run_with(&executor, request).await }
+    });
+    // Time for the second command to run, were it not waiting for the first one's slot.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(format!("{dir}/go"), "").unwrap();
+    assert_eq!(first.await.unwrap().stdout.text, "first\n");
+    let second = second.await.unwrap();
+    assert_eq!(
+        (second.exit_code, second.stdout.text.as_str()),
+        (Some(0), "after the first\n")
+    );
+}
+
+#[tokio::test]
+async fn a_command_cancelled_while_waiting_for_a_slot_never_runs() {
+    let (executor, dir) = one_at_a_time();
+    let path = dir.path().display().to_string();
+    let holder = CancellationToken::new();
+    let mut request = ShellRequest::new(format!("touch '{path}/started'; sleep 1000"));
+    request.signal = Some(holder.clone());
+    let first = tokio::spawn({
+        let executor = executor.clone();
+        async move { run_with(&executor, request).await }
+    });
+    while !dir.path().join("started").exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let queued = CancellationToken::new();
+    let mut request = ShellRequest::new(format!("touch '{path}/ran'"));
+    request.signal = Some(queued.clone());
+    let second = tokio::spawn({
+        let executor = executor.clone();
+        async move { run_with(&executor, request).await }
+    });
+    queued.cancel();
+    let second = second.await.unwrap();
+    assert!(second.aborted && !second.timed_out, "{second:?}");
+    assert_eq!(
+        (
+            second.exit_code,
+            second.signal.as_deref(),
+            second.stdout.text.as_str()
+        ),
+        (None, None, "")
+    );
+    holder.cancel();
+    assert!(first.await.unwrap().aborted);
+    assert!(!dir.path().join("ran").exists());
+}
