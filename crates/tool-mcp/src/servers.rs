@@ -599,10 +599,15 @@ impl Server {
         };
         let stop = service.cancellation_token();
         let mut waiting = Box::pin(service.waiting());
+        // Whether `waiting` has finished: a finished future must not be polled again.
+        let mut finished = false;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let listed = tokio::select! {
             listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.ok(),
-            _ = &mut waiting => None,
+            _ = &mut waiting => {
+                finished = true;
+                None
+            }
         };
         {
             let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
@@ -637,11 +642,17 @@ impl Server {
                         );
                         tokio::select! {
                             _ = refreshed => {}
-                            _ = &mut waiting => break Ending::Exited,
+                            _ = &mut waiting => {
+                                finished = true;
+                                break Ending::Exited;
+                            }
                         }
                     }
                     () = self.hung.notified() => break Ending::Hung,
-                    _ = &mut waiting => break Ending::Exited,
+                    _ = &mut waiting => {
+                        finished = true;
+                        break Ending::Exited;
+                    }
                 }
             }
         };
@@ -656,7 +667,9 @@ impl Server {
         if let Some(process) = process {
             process.kill().await;
         }
-        let _ = waiting.await;
+        if !finished {
+            let _ = waiting.await;
+        }
         self.unregister();
         if !matches!(ending, Ending::Shutdown) {
             let what = match ending {
@@ -711,11 +724,12 @@ impl Server {
             name: format!("mcp:{}", self.name),
             definitions,
         };
-        let names: Vec<String> = plugin
+        let mut names: Vec<String> = plugin
             .definitions
             .iter()
             .map(|d| d.name().to_owned())
             .collect();
+        names.sort();
         {
             let mut set = self
                 .shared
