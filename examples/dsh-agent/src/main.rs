@@ -3,11 +3,13 @@
 //! ```text
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
-//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION] [--] [PROMPT…]
+//!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION]
+//!                       [--mcp-config FILE]… [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
+//! dsh-agent [-v|-q] mcp
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
@@ -20,6 +22,7 @@
 mod approval;
 mod cli;
 mod logging;
+mod mcp;
 mod output;
 mod render;
 
@@ -153,6 +156,15 @@ fn execute(command: Command) -> Result<(), Failure> {
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay(&log, json),
+        Command::Mcp => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let (registry, jobs) = registry(true);
+            Ok(runtime.block_on(mcp::serve(registry, jobs))?)
+        }
         Command::Run(options) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -443,6 +455,9 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
             format!("--cwd {}: not a directory", cwd.display()),
         ));
     }
+    let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config)
+        .await
+        .map_err(|e| Failure::new(2, format!("{e:#}")))?;
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {
@@ -536,6 +551,9 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
     agent.dispose().await;
     jobs.teardown().await;
+    if let Some(servers) = mcp_servers {
+        servers.shutdown().await;
+    }
     if let Some(failure) = agent.log_error() {
         return Err(Failure::new(1, failure.to_string()));
     }
