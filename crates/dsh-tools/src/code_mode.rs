@@ -92,13 +92,19 @@ pub fn typescript_declarations(tools: &[Arc<ToolDefinition>]) -> String {
             args,
             "  {}: {};",
             key(&tool.name),
-            ts_type(&tool.parameters, 1)
+            tool.parameters.as_subset().map_or_else(
+                || String::from("{ [key: string]: JsonValue }"),
+                |schema| ts_type(schema, 1)
+            )
         );
         let _ = writeln!(
             outputs,
             "  {}: {};",
             key(&tool.name),
-            ts_type(&tool.output.schema, 1)
+            tool.output
+                .schema
+                .as_subset()
+                .map_or_else(|| String::from("JsonValue"), |schema| ts_type(schema, 1))
         );
     }
     let mut out = String::new();

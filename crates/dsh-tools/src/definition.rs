@@ -5,7 +5,7 @@ use crate::content::{ContentBlock, ToolResultRecord};
 use crate::error::{RegistrationError, ToolError, panic_message};
 use crate::exec::{ExecContext, ToolExecution, ToolResult};
 use crate::json::JsonValue;
-use crate::schema::{ValueSchema, validate};
+use crate::schema::{CompileOptions, CompiledSchema, Role, ValueSchema, validate};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -27,7 +27,8 @@ pub struct ToolSchema {
     pub name: String,
     /// What the model reads to decide when to call it.
     pub description: String,
-    /// The JSON Schema of the arguments (an object), with its properties in declared order.
+    /// The JSON Schema of the arguments (an object), with its properties in declared order; a
+    /// raw definition's schema exactly as declared.
     pub parameters: JsonValue,
 }
 
@@ -53,7 +54,7 @@ pub(crate) type PresentResultFn =
 /// The mandatory output declaration: the canonical value's schema and its projections.
 #[derive(Clone)]
 pub struct ToolOutput {
-    pub(crate) schema: ValueSchema,
+    pub(crate) schema: CompiledSchema,
     pub(crate) render: RenderFn,
     pub(crate) presentation_meta: Option<PresentationMetaFn>,
 }
@@ -62,6 +63,16 @@ impl ToolOutput {
     /// An output declaration. The schema's root may be an object, array, scalar or null.
     pub fn new(
         schema: ValueSchema,
+        render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
+    ) -> ToolOutput {
+        ToolOutput::compiled(CompiledSchema::from(schema), render)
+    }
+
+    /// An output declaration with a compiled schema: a raw JSON Schema of any draft
+    /// ([`CompiledSchema::compile`]). The builder's
+    /// [`raw_output`](ToolDefinitionBuilder::raw_output) compiles one for you.
+    pub fn compiled(
+        schema: CompiledSchema,
         render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
     ) -> ToolOutput {
         ToolOutput {
@@ -81,8 +92,9 @@ impl ToolOutput {
         self
     }
 
-    /// The canonical value's schema.
-    pub fn schema(&self) -> &ValueSchema {
+    /// The canonical value's schema: as declared ([`CompiledSchema::json`], what an MCP
+    /// server publishes as `outputSchema`), and as a subset node when it is one.
+    pub fn schema(&self) -> &CompiledSchema {
         &self.schema
     }
 }
@@ -99,9 +111,11 @@ impl fmt::Debug for ToolOutput {
 /// Whether the registry validates arguments before the body runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgsValidation {
-    /// Arguments are validated against the parameter schema (typed and DSL definitions).
+    /// Arguments are validated against the parameter schema (the default for every kind of
+    /// definition).
     Validated,
-    /// A raw definition validates its own input ([`crate::validate`] is there for it).
+    /// The body validates its own input ([`ToolDefinitionBuilder::args_validation`] opts a
+    /// builder definition out; [`CompiledSchema::validate`] is there for it).
     Unvalidated,
 }
 
@@ -111,8 +125,7 @@ pub enum ArgsValidation {
 pub struct ToolDefinition {
     pub(crate) name: String,
     pub(crate) description: String,
-    pub(crate) parameters: ValueSchema,
-    pub(crate) parameters_json: JsonValue,
+    pub(crate) parameters: CompiledSchema,
     pub(crate) args_validation: ArgsValidation,
     pub(crate) output: ToolOutput,
     pub(crate) body: BodyFn,
@@ -143,6 +156,8 @@ impl ToolDefinition {
             name: name.into(),
             description: description.into(),
             parameters: Parameters::Default,
+            args_validation: ArgsValidation::Validated,
+            compile_options: CompileOptions::default(),
             output: None,
             body: None,
             finalize_content: None,
@@ -169,8 +184,10 @@ impl ToolDefinition {
         &self.description
     }
 
-    /// The parameter schema.
-    pub fn parameters(&self) -> &ValueSchema {
+    /// The parameter schema: as declared ([`CompiledSchema::json`], what the model receives),
+    /// and as a subset node ([`CompiledSchema::as_subset`]) for typed and DSL tools and for a
+    /// raw schema inside the subset.
+    pub fn parameters(&self) -> &CompiledSchema {
         &self.parameters
     }
 
@@ -194,7 +211,7 @@ impl ToolDefinition {
         ToolSchema {
             name: self.name.clone(),
             description: self.description.clone(),
-            parameters: self.parameters_json.clone(),
+            parameters: self.parameters.json().clone(),
         }
     }
 
@@ -204,8 +221,7 @@ impl ToolDefinition {
         let Some(classify) = &self.concurrency else {
             return false;
         };
-        if self.args_validation == ArgsValidation::Validated
-            && validate(&self.parameters, &JsonValue::from(args)).is_err()
+        if self.args_validation == ArgsValidation::Validated && !self.parameters.accepts_value(args)
         {
             return false;
         }
@@ -243,7 +259,7 @@ impl ToolDefinition {
                 name: self.name.clone(),
             });
         }
-        if self.parameters.as_object().is_none() {
+        if !self.parameters.has_object_root() {
             return Err(RegistrationError::ParametersNotObject {
                 name: self.name.clone(),
             });
@@ -282,18 +298,29 @@ enum Parameters {
     RawExact(JsonValue),
 }
 
+/// An output declaration whose raw schema is compiled when the definition is built.
+enum OutputDeclaration {
+    Ready(Box<ToolOutput>),
+    Raw(Value, RenderFn),
+    RawExact(JsonValue, RenderFn),
+}
+
 /// Builds a [`ToolDefinition`] without Rust types.
 ///
-/// Parameters given with [`parameters`](Self::parameters) (the builder DSL) are validated
-/// before the body runs; parameters given with [`raw_parameters`](Self::raw_parameters) (raw
-/// JSON Schema, as MCP-sourced tools carry) are only checked to be inside the subset, and the
-/// body validates its own input.
+/// Parameters come from the builder DSL ([`parameters`](Self::parameters)), which stays inside
+/// the subset, or as a raw JSON Schema ([`raw_parameters`](Self::raw_parameters)), the form
+/// MCP-sourced and dynamic tools carry: any JSON Schema of draft 2020-12 or draft-07, compiled
+/// once when the definition is built ([`CompiledSchema`]). Either way the registry validates
+/// the arguments before the body runs, unless
+/// [`args_validation`](Self::args_validation) hands that to the body.
 #[must_use]
 pub struct ToolDefinitionBuilder {
     name: String,
     description: String,
     parameters: Parameters,
-    output: Option<Result<ToolOutput, RegistrationError>>,
+    args_validation: ArgsValidation,
+    compile_options: CompileOptions,
+    output: Option<OutputDeclaration>,
     body: Option<BodyFn>,
     finalize_content: Option<FinalizeContentFn>,
     timeout: Option<Duration>,
@@ -317,7 +344,10 @@ impl ToolDefinitionBuilder {
         self
     }
 
-    /// Raw JSON Schema parameters: accepted if inside the subset, never validated per call.
+    /// Raw JSON Schema parameters: any JSON Schema of draft 2020-12 or draft-07 whose root is
+    /// `"type": "object"` ([`CompiledSchema`]). The model receives it as declared; the registry
+    /// validates each call's arguments against it. A schema that does not compile fails
+    /// [`build`](Self::build) with [`RegistrationError::SchemaCompile`].
     ///
     /// A `serde_json::Value` has sorted its keys, so the model sees the properties in
     /// alphabetical order; [`raw_parameters_exact`](Self::raw_parameters_exact) keeps the
@@ -329,34 +359,52 @@ impl ToolDefinitionBuilder {
 
     /// Raw JSON Schema parameters held exactly (parse the schema's text with
     /// [`JsonValue::parse`], or build it with [`ValueSchema::to_json`]): the model sees the
-    /// properties in the declared order.
+    /// schema byte for byte as declared, properties in the declared order.
     pub fn raw_parameters_exact(mut self, schema: JsonValue) -> Self {
         self.parameters = Parameters::RawExact(schema);
         self
     }
 
-    /// The mandatory output declaration.
-    pub fn output(mut self, output: ToolOutput) -> Self {
-        self.output = Some(Ok(output));
+    /// Whether the registry validates arguments before the body runs (the default,
+    /// [`ArgsValidation::Validated`]). [`ArgsValidation::Unvalidated`] hands every argument
+    /// check to the body, for a tool that words its own messages.
+    pub fn args_validation(mut self, validation: ArgsValidation) -> Self {
+        self.args_validation = validation;
         self
     }
 
-    /// The mandatory output declaration from a raw JSON Schema.
+    /// How the raw schemas of this definition are compiled (for example, whether `format` is
+    /// asserted; by default it is not).
+    pub fn compile_options(mut self, options: CompileOptions) -> Self {
+        self.compile_options = options;
+        self
+    }
+
+    /// The mandatory output declaration.
+    pub fn output(mut self, output: ToolOutput) -> Self {
+        self.output = Some(OutputDeclaration::Ready(Box::new(output)));
+        self
+    }
+
+    /// The mandatory output declaration from a raw JSON Schema of any draft (`{}` accepts any
+    /// value, for a tool that declares no output schema). The registry checks each canonical
+    /// value against it, as it does for typed tools.
     pub fn raw_output(
         mut self,
         schema: Value,
         render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
     ) -> Self {
-        let name = self.name.clone();
-        self.output = Some(
-            ValueSchema::from_json(&schema)
-                .map(|schema| ToolOutput::new(schema, render))
-                .map_err(|source| RegistrationError::Schema {
-                    name,
-                    which: "output",
-                    source,
-                }),
-        );
+        self.output = Some(OutputDeclaration::Raw(schema, Arc::new(render)));
+        self
+    }
+
+    /// [`raw_output`](Self::raw_output) for a schema held exactly (declared order kept).
+    pub fn raw_output_exact(
+        mut self,
+        schema: JsonValue,
+        render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
+    ) -> Self {
+        self.output = Some(OutputDeclaration::RawExact(schema, Arc::new(render)));
         self
     }
 
@@ -426,22 +474,26 @@ impl ToolDefinitionBuilder {
             which,
             source,
         };
-        let (parameters, args_validation) = match self.parameters {
-            Parameters::Default => (ValueSchema::open_object(), ArgsValidation::Validated),
+        let compile_error = |which, source| RegistrationError::SchemaCompile {
+            name: name.clone(),
+            which,
+            source,
+        };
+        let options = self.compile_options;
+        let parameters = match self.parameters {
+            Parameters::Default => CompiledSchema::from(ValueSchema::open_object()),
             Parameters::Validated(schema) => {
                 schema.check().map_err(|e| schema_error("parameters", e))?;
-                (*schema, ArgsValidation::Validated)
+                CompiledSchema::from(*schema)
             }
-            Parameters::Raw(raw) => (
-                ValueSchema::parameters_from_json(&raw)
-                    .map_err(|e| schema_error("parameters", e))?,
-                ArgsValidation::Unvalidated,
-            ),
-            Parameters::RawExact(raw) => (
-                ValueSchema::parameters_from_exact_json(&raw)
-                    .map_err(|e| schema_error("parameters", e))?,
-                ArgsValidation::Unvalidated,
-            ),
+            Parameters::Raw(raw) => {
+                CompiledSchema::compile_value_as(&raw, Role::Parameters, options)
+                    .map_err(|e| compile_error("parameters", e))?
+            }
+            Parameters::RawExact(raw) => {
+                CompiledSchema::compile_as(&raw, Role::Parameters, options)
+                    .map_err(|e| compile_error("parameters", e))?
+            }
         };
         let output = match self.output {
             None => {
@@ -450,12 +502,23 @@ impl ToolDefinitionBuilder {
                     missing: "output",
                 });
             }
-            Some(output) => output?,
+            Some(OutputDeclaration::Ready(output)) => *output,
+            Some(OutputDeclaration::Raw(schema, render)) => ToolOutput {
+                schema: CompiledSchema::compile_value_as(&schema, Role::Value, options)
+                    .map_err(|e| compile_error("output", e))?,
+                render,
+                presentation_meta: None,
+            },
+            Some(OutputDeclaration::RawExact(schema, render)) => ToolOutput {
+                schema: CompiledSchema::compile_as(&schema, Role::Value, options)
+                    .map_err(|e| compile_error("output", e))?,
+                render,
+                presentation_meta: None,
+            },
         };
-        output
-            .schema
-            .check()
-            .map_err(|e| schema_error("output", e))?;
+        if let Some(schema) = output.schema.as_subset() {
+            schema.check().map_err(|e| schema_error("output", e))?;
+        }
         let Some(body) = self.body else {
             return Err(RegistrationError::Incomplete {
                 name,
@@ -463,11 +526,10 @@ impl ToolDefinitionBuilder {
             });
         };
         let definition = ToolDefinition {
-            parameters_json: parameters.to_json(),
             name,
             description: self.description,
             parameters,
-            args_validation,
+            args_validation: self.args_validation,
             output,
             body,
             finalize_content: self.finalize_content,
@@ -606,10 +668,9 @@ mod typed {
         let result_schema = parameters.clone();
 
         let definition = ToolDefinition {
-            parameters_json: parameters.to_json(),
             name: name.clone(),
             description: tool.description().to_owned(),
-            parameters,
+            parameters: CompiledSchema::from(parameters),
             args_validation: ArgsValidation::Validated,
             output,
             body,

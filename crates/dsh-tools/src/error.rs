@@ -1,6 +1,6 @@
 //! Failure codes and the error types of the tool layer.
 
-use crate::schema::SchemaError;
+use crate::schema::{SchemaCompileError, SchemaError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -212,6 +212,17 @@ pub enum RegistrationError {
         /// The schema problems.
         #[source]
         source: SchemaError,
+    },
+    /// A raw JSON Schema outside the subset does not compile (the validator's message).
+    #[error("tool `{name}`: {which} schema does not compile: {source}")]
+    SchemaCompile {
+        /// The tool.
+        name: String,
+        /// `parameters` or `output`.
+        which: &'static str,
+        /// The validator's complaint.
+        #[source]
+        source: SchemaCompileError,
     },
     /// The parameter schema's root is not an object.
     #[error("tool `{name}`: the parameter schema must have an object root")]

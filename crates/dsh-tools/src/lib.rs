@@ -164,7 +164,10 @@ pub use hooks::{
 pub use registry::{
     DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolRegistry, ToolsChange, ToolsChangeKind,
 };
-pub use schema::{SchemaError, ValueSchema, Violation, strip_strict_nulls, validate};
+pub use schema::{
+    CompileOptions, CompiledSchema, SchemaCompileError, SchemaError, ValueSchema, Violation,
+    strip_strict_nulls, validate,
+};
 pub use scope::{Disposer, Plugin, PluginHandle, Scope};
 
 #[cfg(feature = "macros")]

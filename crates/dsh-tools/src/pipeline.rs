@@ -8,9 +8,8 @@ use crate::exec::{
     ToolCall, ToolExecution, ToolResult,
 };
 use crate::hooks::{Approval, ApprovalRequest, ExecuteNext, PostAction, PreDecision, PreNext};
-use crate::json::JsonValue;
 use crate::registry::{CallHooks, ToolRegistry};
-use crate::schema::{SchemaKind, Violation, validate};
+use crate::schema::Violation;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -414,7 +413,7 @@ async fn timed_body(
     )
 }
 
-/// Validates arguments (typed and DSL tools), runs the body with panic containment, and
+/// Validates arguments (unless the definition leaves that to its body), runs the body with panic containment, and
 /// accepts its value.
 async fn body(
     definition: &ToolDefinition,
@@ -423,7 +422,7 @@ async fn body(
 ) -> ToolResult {
     let args = Arc::clone(ctx.args.value());
     if definition.args_validation == ArgsValidation::Validated
-        && let Err(violations) = validate(&definition.parameters, ctx.args.exact())
+        && let Err(violations) = definition.parameters.validate_args(&ctx.args)
     {
         return ToolResult::failure(FailureCode::InvalidArgs, invalid_args_message(&violations));
     }
@@ -466,11 +465,7 @@ fn accept_value(
     args: &Value,
     value: Value,
 ) -> ToolResult {
-    // An output schema that accepts any value needs no conversion to check.
-    let checked = !matches!(definition.output.schema.kind(), SchemaKind::Json);
-    if checked
-        && let Err(violations) = validate(&definition.output.schema, &JsonValue::from(&value))
-    {
+    if let Err(violations) = definition.output.schema.validate_value(&value) {
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return ToolResult::failure(
             FailureCode::InvalidToolOutput,

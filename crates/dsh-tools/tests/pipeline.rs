@@ -7,8 +7,8 @@ mod support;
 
 use dsh_tools::json::JsonValue;
 use dsh_tools::{
-    ContentBlock, ExecContext, FailureCode, RegistrationError, Tool, ToolCall, ToolDefinition,
-    ToolError, ToolFailure, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
+    ArgsValidation, ContentBlock, ExecContext, FailureCode, RegistrationError, Tool, ToolCall,
+    ToolDefinition, ToolError, ToolFailure, ToolOutput, ToolRegistry, ToolSchema, ValueSchema,
 };
 use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
@@ -313,7 +313,7 @@ fn dsl_and_exact_raw_schemas_reach_the_model_in_declared_order() {
         serde_json::to_string(&registry.schemas(None)).unwrap(),
         concat!(
             r#"[{"name":"dsl","description":"Declared with the DSL.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},"required":["zeta"],"additionalProperties":false}},"#,
-            r#"{"name":"raw","description":"Declared as raw JSON Schema text.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer","enum":[18446744073709551617,1e400]}},"additionalProperties":true}}]"#,
+            r#"{"name":"raw","description":"Declared as raw JSON Schema text.","parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer","enum":[18446744073709551617,1e400]}}}}]"#,
         )
     );
 }
@@ -372,6 +372,7 @@ async fn raw_tools_receive_lossless_unvalidated_arguments() {
     let registry = ToolRegistry::new();
     let seen = ToolDefinition::builder("seen", "Report the arguments as the body sees them.")
         .raw_parameters(json!({"type": "object", "properties": {"x": {"type": "string"}}}))
+        .args_validation(ArgsValidation::Unvalidated)
         .raw_output(json!({}), |_, v| vec![ContentBlock::text(v.to_string())])
         .execute(|args, exec| async move {
             Ok(json!({
@@ -387,7 +388,7 @@ async fn raw_tools_receive_lossless_unvalidated_arguments() {
     let text_args =
         r#"{"zero": -0, "big": 18446744073709551617, "tenth": 0.10, "huge": 1e400, "x": 5}"#;
     let result = run(&registry, "seen", text_args).await;
-    // `x` breaks the declared schema (string), but raw tools validate their own input.
+    // `x` breaks the declared schema (string), but this tool validates its own input.
     assert_eq!(
         expect_value(&result),
         json!({
@@ -398,45 +399,6 @@ async fn raw_tools_receive_lossless_unvalidated_arguments() {
             "value": {"big": 18446744073709551617.0, "huge": "1e400", "tenth": 0.1, "x": 5, "zero": 0},
         })
     );
-}
-
-#[test]
-fn raw_schemas_outside_the_subset_cannot_register() {
-    let outcome = ToolDefinition::builder("grep", "Search.")
-        .raw_parameters_exact(
-            JsonValue::parse(
-                r#"{
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "minLength": 1},
-                "paths": {"type": "array", "items": {"type": "string", "format": "uri"}},
-                "opts": {"type": "object", "additionalProperties": false, "properties": {
-                    "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
-                }}
-            }
-        }"#,
-            )
-            .unwrap(),
-        )
-        .raw_output(json!({}), |_, _| Vec::new())
-        .execute(|args, _| async move { Ok((*args).clone()) })
-        .build();
-    let Err(RegistrationError::Schema { which, source, .. }) = outcome else {
-        panic!("expected a schema error, got {outcome:?}");
-    };
-    assert_eq!(which, "parameters");
-    assert_eq!(
-        source.pointers(),
-        vec![
-            "/properties/pattern/minLength",
-            "/properties/paths/items/format",
-            "/properties/opts/properties/n/anyOf"
-        ]
-    );
-    let message = source.to_string();
-    for pointer in source.pointers() {
-        assert!(message.contains(pointer), "{message}");
-    }
 }
 
 // ----- Body failures and outputs ------------------------------------------------------------

@@ -46,7 +46,7 @@ pub(crate) fn chat_request(
         .tools
         .iter()
         .map(|tool| wire_tool(config, tool))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect();
     Ok(ChatRequest {
         model: config.model.clone(),
         messages,
@@ -107,20 +107,20 @@ fn wire_message(config: &AdapterConfig, message: &Message) -> Option<WireMessage
 }
 
 /// One tool declaration, in the strict projection when configured.
-fn wire_tool(config: &AdapterConfig, tool: &ToolSchema) -> Result<WireTool, AdapterError> {
-    let (parameters, strict) = if config.strict_tools {
-        let schema =
-            ValueSchema::parameters_from_exact_json(&tool.parameters).map_err(|error| {
-                AdapterError::Unsupported {
-                    provider: config.provider.to_string(),
-                    what: format!("tool {} has no strict projection: {error}", tool.name),
-                }
-            })?;
-        (schema.to_strict_json(), Some(true))
-    } else {
-        (tool.parameters.clone(), None)
+fn wire_tool(config: &AdapterConfig, tool: &ToolSchema) -> WireTool {
+    // Strict function calling accepts only a fragment of JSON Schema: a raw schema outside the
+    // subset (an MCP server's `$ref`s, `anyOf`, formats) has no strict projection, so it is sent
+    // as declared with `"strict": false`, while the other tools of the request stay strict.
+    let strict_schema = config
+        .strict_tools
+        .then(|| ValueSchema::parameters_from_exact_json(&tool.parameters).ok())
+        .flatten();
+    let (parameters, strict) = match strict_schema {
+        Some(schema) => (schema.to_strict_json(), Some(true)),
+        None if config.strict_tools => (tool.parameters.clone(), Some(false)),
+        None => (tool.parameters.clone(), None),
     };
-    Ok(WireTool {
+    WireTool {
         kind: "function",
         function: WireFunction {
             name: tool.name.clone(),
@@ -128,5 +128,5 @@ fn wire_tool(config: &AdapterConfig, tool: &ToolSchema) -> Result<WireTool, Adap
             parameters,
             strict,
         },
-    })
+    }
 }

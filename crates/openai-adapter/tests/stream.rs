@@ -260,7 +260,7 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
 }
 
 #[tokio::test]
-async fn strict_tools_are_sent_in_the_strict_projection() {
+async fn strict_tools_are_sent_in_the_strict_projection_and_others_as_declared() {
     let server = Server::start(vec![Reply::events(&[
         r#"{"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}"#,
         "[DONE]",
@@ -276,7 +276,20 @@ async fn strict_tools_are_sent_in_the_strict_projection() {
         })
         .into(),
     };
-    let request = ModelRequest::new("", vec![Message::user("go")], vec![tool]);
+    // An MCP-style schema outside the subset has no strict projection: sent as declared,
+    // marked non-strict, beside the strict tool.
+    let fetch_parameters = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"url": {"type": "string", "format": "uri"}, "max": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}},
+        "required": ["url"],
+    });
+    let fetch = ToolSchema {
+        name: "fetch".into(),
+        description: "Fetch a page.".into(),
+        parameters: fetch_parameters.clone().into(),
+    };
+    let request = ModelRequest::new("", vec![Message::user("go")], vec![tool, fetch]);
     let events = collect(openai(&server).strict_tools(true), &request).await;
     assert_eq!(
         events,
@@ -305,6 +318,14 @@ async fn strict_tools_are_sent_in_the_strict_projection() {
                     "additionalProperties": false,
                 },
                 "strict": true,
+            },
+        }, {
+            "type": "function",
+            "function": {
+                "name": "fetch",
+                "description": "Fetch a page.",
+                "parameters": fetch_parameters,
+                "strict": false,
             },
         }])
     );

@@ -9,8 +9,8 @@ use dsh_tools::jobs::{
 };
 use dsh_tools::runtime::RuntimeDriver;
 use dsh_tools::{
-    ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope, ToolDefinition,
-    ToolError, ToolOutput, ValueSchema, validate,
+    ArgsValidation, ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope,
+    ToolDefinition, ToolError, ToolOutput, ValueSchema, validate,
 };
 use presenters::markers::{self, ExitOutcome, Truncation};
 use serde::Deserialize;
@@ -403,9 +403,10 @@ fn bash_tool(
     };
     let checked = Arc::new(schema.clone());
     ToolDefinition::builder(BASH_TOOL, description)
-        // Raw parameters: the body checks them itself, so the disabled background switch gets
-        // its own clear message rather than a generic "unknown property".
+        // The body checks the arguments itself, so the disabled background switch gets its own
+        // clear message rather than a generic "unknown property".
         .raw_parameters_exact(schema.to_json())
+        .args_validation(ArgsValidation::Unvalidated)
         .output(
             ToolOutput::new(bash_output_schema(), |_, value| {
                 vec![ContentBlock::text(render_bash(value))]

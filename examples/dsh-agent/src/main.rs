@@ -140,8 +140,13 @@ fn execute(command: Command) -> Result<(), Failure> {
                 registry
                     .visible(None)
                     .iter()
+                    // A raw schema outside the subset has no strict projection; it is sent as
+                    // declared.
                     .map(|tool| ToolSchema {
-                        parameters: tool.parameters().to_strict_json(),
+                        parameters: tool
+                            .parameters()
+                            .to_strict_json()
+                            .unwrap_or_else(|| tool.parameters().json().clone()),
                         ..tool.schema()
                     })
                     .collect()

@@ -12,12 +12,15 @@
 //! - from raw JSON Schema: [`ValueSchema::from_json`], which rejects every unsupported keyword
 //!   and lists all offending JSON pointers.
 
+mod compiled;
 mod normalize;
 mod order;
 mod raw;
 mod strict;
 mod validate;
 
+pub(crate) use compiled::Role;
+pub use compiled::{CompileOptions, CompiledSchema, SchemaCompileError};
 pub use validate::{Violation, validate};
 
 use crate::json::{JsonObject, JsonValue};

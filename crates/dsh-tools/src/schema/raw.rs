@@ -11,6 +11,8 @@ const MAX_DEPTH: usize = 128;
 
 const ANNOTATIONS: [&str; 4] = ["description", "title", "default", "examples"];
 const OBJECT_ONLY: [&str; 3] = ["properties", "required", "additionalProperties"];
+/// The keywords holding subschemas that a node can leave unused: walked only for reporting.
+const UNUSED_BELOW: [&str; 3] = ["properties", "items", "additionalProperties"];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Root {
@@ -110,8 +112,11 @@ impl Walk {
         let annotations = self.annotations(node, at);
 
         let kind = match (node.get("type"), node.get("oneOf")) {
-            (Some(_), Some(_)) => {
+            (Some(ty), Some(_)) => {
                 self.fail(at, "a node declares either `type` or `oneOf`, not both");
+                // Both sides are still checked, so everything wrong below is listed now.
+                self.typed(node, ty, at, depth, parameter_root);
+                self.walk_unused(node, at, depth, &["oneOf"]);
                 None
             }
             (None, None) => {
@@ -123,6 +128,7 @@ impl Walk {
                         );
                     }
                 }
+                self.walk_unused(node, at, depth, &UNUSED_BELOW);
                 Some(SchemaKind::Json)
             }
             (None, Some(branches)) => self.one_of(node, branches, at, depth),
@@ -171,6 +177,7 @@ impl Walk {
                 );
             }
         }
+        self.walk_unused(node, at, depth, &UNUSED_BELOW);
         let here = pointer_push(at, "oneOf");
         let JsonValue::Array(list) = branches else {
             self.fail(&here, "`oneOf` must be an array of schemas");
@@ -206,21 +213,25 @@ impl Walk {
                     &type_at,
                     "type arrays are not supported; use `oneOf` (e.g. a type and `null`)",
                 );
+                self.walk_unused(node, at, depth, &UNUSED_BELOW);
                 return None;
             }
             _ => {
                 self.fail(&type_at, "`type` must be a string");
+                self.walk_unused(node, at, depth, &UNUSED_BELOW);
                 return None;
             }
         };
         match name {
             "object" => {
                 self.reject_keys(node, at, &["items", "enum", "const"], "object");
+                self.walk_unused(node, at, depth, &["items"]);
                 self.object(node, at, depth, parameter_root)
             }
             "array" => {
                 self.reject_keys(node, at, &OBJECT_ONLY, "array");
                 self.reject_keys(node, at, &["enum", "const"], "array");
+                self.walk_unused(node, at, depth, &["properties", "additionalProperties"]);
                 let items = match node.get("items") {
                     None => None,
                     Some(items) => Some(Box::new(self.node(
@@ -241,11 +252,43 @@ impl Walk {
                              integer, boolean or null)"
                         ),
                     );
+                    self.walk_unused(node, at, depth, &UNUSED_BELOW);
                     return None;
                 };
                 self.reject_keys(node, at, &OBJECT_ONLY, other);
                 self.reject_keys(node, at, &["items"], other);
+                self.walk_unused(node, at, depth, &UNUSED_BELOW);
                 self.scalar(node, ty, at)
+            }
+        }
+    }
+
+    /// Walks the subschemas of keywords the node cannot use (refused, or not applying to its
+    /// type) only to report what is wrong inside them: a refused node does not hide the
+    /// keywords below it. `additionalProperties` is walked only when it holds a schema; the
+    /// subschemas of keywords outside the subset (`anyOf`, `$defs`, …) are not, since the whole
+    /// keyword is already refused.
+    fn walk_unused(&mut self, node: &JsonObject, at: &str, depth: usize, keys: &[&str]) {
+        for key in keys {
+            let Some(value) = node.get(key) else {
+                continue;
+            };
+            let here = pointer_push(at, key);
+            match (*key, value) {
+                ("properties", JsonValue::Object(map)) => {
+                    for (name, schema) in map {
+                        self.node(schema, &pointer_push(&here, name), depth + 1, false);
+                    }
+                }
+                ("oneOf", JsonValue::Array(branches)) => {
+                    for (i, branch) in branches.iter().enumerate() {
+                        self.node(branch, &format!("{here}/{i}"), depth + 1, false);
+                    }
+                }
+                ("items" | "additionalProperties", JsonValue::Object(_)) => {
+                    self.node(value, &here, depth + 1, false);
+                }
+                _ => {}
             }
         }
     }
@@ -383,6 +426,7 @@ impl Walk {
                     &pointer_push(at, "additionalProperties"),
                     "`additionalProperties` must be `true` or `false` (schemas are not supported)",
                 );
+                self.walk_unused(node, at, depth, &["additionalProperties"]);
                 true
             }
             None if parameter_root => true,
@@ -452,6 +496,119 @@ mod tests {
                 "/properties/list/items/properties/n/minimum"
             ]
         );
+    }
+
+    /// The rendered violations of a schema parsed exactly (so the walk follows the written order).
+    fn listed(text: &str) -> Vec<String> {
+        ValueSchema::from_exact_json(&JsonValue::parse(text).unwrap())
+            .unwrap_err()
+            .violations
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn keywords_below_a_refused_node_are_listed_in_the_same_pass() {
+        let unsupported = |pointer: &str, key: &str| {
+            format!(
+                "{pointer}: keyword `{key}` is not supported (the subset is type, oneOf, \
+                 properties, required, additionalProperties, items, enum, const and the \
+                 annotations description, title, default, examples)"
+            )
+        };
+        let cases: Vec<(&str, &str, Vec<String>)> = vec![
+            (
+                "properties under a node without a type",
+                r#"{"properties": {"a": {"type": "string", "pattern": "^x"}}}"#,
+                vec![
+                    "/properties: `properties` needs a `type` on the same node".into(),
+                    unsupported("/properties/a/pattern", "pattern"),
+                ],
+            ),
+            (
+                "items under a node without a type",
+                r#"{"items": {"type": "integer", "minimum": 0}}"#,
+                vec![
+                    "/items: `items` needs a `type` on the same node".into(),
+                    unsupported("/items/minimum", "minimum"),
+                ],
+            ),
+            (
+                "the branches of a oneOf refused beside a type",
+                r#"{"type": "string", "oneOf": [{"type": "string", "format": "uri"}, {"type": "null", "minimum": 1}]}"#,
+                vec![
+                    "(root): a node declares either `type` or `oneOf`, not both".into(),
+                    unsupported("/oneOf/0/format", "format"),
+                    unsupported("/oneOf/1/minimum", "minimum"),
+                ],
+            ),
+            (
+                "properties beside a oneOf",
+                r#"{"oneOf": [{"type": "string"}, {"type": "null"}], "properties": {"a": {"type": "string", "maxLength": 3}}}"#,
+                vec![
+                    "/properties: `properties` is not supported beside `oneOf`; put it in the branches"
+                        .into(),
+                    unsupported("/properties/a/maxLength", "maxLength"),
+                ],
+            ),
+            (
+                "properties and items under a scalar type",
+                r#"{"type": "string", "properties": {"a": {"type": "integer", "minimum": 0}}, "items": {"type": "string", "format": "date"}}"#,
+                vec![
+                    "/properties: `properties` does not apply to type `string`".into(),
+                    "/items: `items` does not apply to type `string`".into(),
+                    unsupported("/properties/a/minimum", "minimum"),
+                    unsupported("/items/format", "format"),
+                ],
+            ),
+            (
+                "properties under an array and items under an object",
+                r#"{"type": "array", "properties": {"a": {"type": "object", "additionalProperties": false, "minProperties": 1}}}"#,
+                vec![
+                    "/properties: `properties` does not apply to type `array`".into(),
+                    unsupported("/properties/a/minProperties", "minProperties"),
+                ],
+            ),
+            (
+                "items under an object",
+                r#"{"type": "object", "additionalProperties": true, "items": {"type": "string", "pattern": "x"}}"#,
+                vec![
+                    "/items: `items` does not apply to type `object`".into(),
+                    unsupported("/items/pattern", "pattern"),
+                ],
+            ),
+            (
+                "keys under a type array",
+                r#"{"type": ["object", "null"], "properties": {"a": {"type": "string", "format": "email"}}}"#,
+                vec![
+                    "/type: type arrays are not supported; use `oneOf` (e.g. a type and `null`)"
+                        .into(),
+                    unsupported("/properties/a/format", "format"),
+                ],
+            ),
+            (
+                "keys under an unknown type",
+                r#"{"type": "date", "items": {"type": "string", "pattern": "x"}}"#,
+                vec![
+                    "/type: unknown type `date` (expected object, array, string, number, integer, boolean or null)"
+                        .into(),
+                    unsupported("/items/pattern", "pattern"),
+                ],
+            ),
+            (
+                "a schema-valued additionalProperties",
+                r#"{"type": "object", "additionalProperties": {"type": "string", "pattern": "x"}}"#,
+                vec![
+                    "/additionalProperties: `additionalProperties` must be `true` or `false` (schemas are not supported)"
+                        .into(),
+                    unsupported("/additionalProperties/pattern", "pattern"),
+                ],
+            ),
+        ];
+        for (what, schema, expected) in cases {
+            pretty_assertions::assert_eq!(listed(schema), expected, "{what}");
+        }
     }
 
     #[test]
