@@ -40,6 +40,11 @@
 
 #![deny(missing_docs)]
 
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod bridge;
 mod config;
 mod connect;

@@ -46,6 +46,11 @@ fn tools() -> ListToolsResult {
          "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
         {"name": "bad_schema", "description": "A schema that does not compile.",
          "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
+        {"name": "typed", "description": "A schema with $ref, anyOf and a format.",
+         "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                         "type": "object", "$defs": {"n": {"type": "integer", "minimum": 0}},
+                         "properties": {"v": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "string", "format": "uri"}]}},
+                         "required": ["v"]}},
         {"name": "wipe", "description": "Delete everything.",
          "annotations": {"destructiveHint": true},
          "inputSchema": {"type": "object"}}
@@ -72,6 +77,7 @@ impl ServerHandler for Faulty {
         }
     }
 
+    #[allow(clippy::manual_async_fn)]
     fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -79,7 +85,7 @@ impl ServerHandler for Faulty {
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + MaybeSendFuture + '_ {
         async move {
             let result: CallToolResult = match request.name.as_ref() {
-                "ok" | "wipe" => {
+                "ok" | "wipe" | "typed" => {
                     serde_json::from_value(json!({"content": [{"type": "text", "text": "ok"}]}))
                         .unwrap()
                 }
@@ -215,6 +221,7 @@ async fn a_schema_that_does_not_compile_is_rejected_alone() {
             "mcp__faulty__hang",
             "mcp__faulty__malformed",
             "mcp__faulty__ok",
+            "mcp__faulty__typed",
             "mcp__faulty__wipe"
         ]
     );
@@ -253,6 +260,24 @@ async fn a_malformed_result_and_a_destructive_tool_fail_with_clear_codes() {
     );
     let ok = support::call(&registry, "mcp__faulty__ok", "{}").await;
     assert!(!ok.is_error, "{ok:?}");
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_with_refs_any_of_and_formats_is_enforced_by_the_registry() {
+    let (registry, servers, _, _) = start().await;
+    for args in [r#"{"v": 3}"#, r#"{"v": "https://example.com"}"#] {
+        let result = support::call(&registry, "mcp__faulty__typed", args).await;
+        assert!(!result.is_error, "{args}: {result:?}");
+    }
+    for args in [r#"{"v": -1}"#, r#"{"v": true}"#, "{}"] {
+        let result = support::call(&registry, "mcp__faulty__typed", args).await;
+        assert_eq!(
+            failure(&result).0,
+            FailureCode::InvalidArgs,
+            "{args}: {result:?}"
+        );
+    }
     servers.shutdown().await;
 }
 
@@ -300,7 +325,7 @@ async fn a_crash_mid_call_fails_the_call_unregisters_restarts_and_tells_the_agen
         listener.told.lock().unwrap().clone(),
         [
             "The MCP server `faulty` exited; its tools are unavailable until it restarts.",
-            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__wipe."
+            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__typed, mcp__faulty__wipe."
         ]
     );
     servers.shutdown().await;
