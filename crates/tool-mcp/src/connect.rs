@@ -77,9 +77,10 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Kills the whole process group (the server and anything it started) and reaps the
-    /// server.
-    pub(crate) async fn kill(mut self) {
+    /// Gives the server `grace` to exit on its own (its stdin is closed by then), then kills
+    /// the whole process group (the server and anything it started) and reaps the server.
+    pub(crate) async fn stop(mut self, grace: std::time::Duration) {
+        let _ = tokio::time::timeout(grace, self.child.wait()).await;
         self.kill_group();
         let _ = self.child.wait().await;
     }

@@ -25,6 +25,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// How long a server that is shut down has to exit once its stdin is closed, before its
+/// process group is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
 /// The error codes a call of an MCP tool fails with, at the start of its message
 /// (`MCP_SERVER_EXITED: …`); the registry's code is `TOOL_ERROR`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -664,11 +668,17 @@ impl Server {
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = None;
         live.closed.cancel();
         stop.cancel();
-        if let Some(process) = process {
-            process.kill().await;
-        }
         if !finished {
             let _ = waiting.await;
+        }
+        // The connection is closed, so is the server's stdin: a server shut down gets a moment
+        // to clean up after itself (stop its own children), one that exited or hung none.
+        if let Some(process) = process {
+            let grace = match ending {
+                Ending::Shutdown => SHUTDOWN_GRACE,
+                _ => Duration::ZERO,
+            };
+            process.stop(grace).await;
         }
         self.unregister();
         if !matches!(ending, Ending::Shutdown) {

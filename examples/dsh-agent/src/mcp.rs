@@ -165,7 +165,7 @@ fn list_tools(registry: &ToolRegistry) -> Result<ListToolsResult, ErrorData> {
                 "description": schema.description,
                 "inputSchema": schema.parameters,
             });
-            let output = serde_json::to_value(tool.output().schema().to_json()).unwrap_or_default();
+            let output = serde_json::to_value(tool.output().schema().json()).unwrap_or_default();
             if output.get("type") == Some(&json!("object")) {
                 entry["outputSchema"] = output;
             }
