@@ -137,3 +137,57 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+mod npm;
+
+#[test]
+fn run_with_a_script_calls_a_tool_of_a_server_from_mcp_json() {
+    let entry = npm::install(
+        "@modelcontextprotocol/server-filesystem@2026.8.31",
+        "mcp-filesystem",
+        "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("marker-file.txt"), "x").unwrap();
+    let config = json!({"mcpServers": {"fs": {
+        "command": "node",
+        "args": [entry, "${MCP_ROOT}"],
+        "env": {"DSH_MCP_TEST_MARK": format!("run-{}", std::process::id())}
+    }}});
+    std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
+    let script = json!({"steps": [
+        {"toolCalls": [{"id": "call-1", "name": "mcp__fs__list_directory",
+                        "arguments": {"path": root}}]},
+        {"text": "Listed."}
+    ]});
+    let script_path = root.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let output = support::run_with(
+        &[
+            "run",
+            "--json",
+            "--cwd",
+            root.to_str().unwrap(),
+            "--script",
+            script_path.to_str().unwrap(),
+        ],
+        &[("MCP_ROOT", root.to_str().unwrap())],
+    );
+    let stdout = support::stdout(&output);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["type"] == json!("tool/result"))
+        .unwrap_or_else(|| panic!("no tool/result in {stdout}"));
+    let text = result.to_string();
+    assert!(text.contains("[FILE] marker-file.txt"), "{text}");
+    assert!(!text.contains("\"isError\":true"), "{text}");
+    assert!(marked_processes(&format!("run-{}", std::process::id())).is_empty());
+}
