@@ -13,6 +13,7 @@
 mod churn;
 mod dispatch;
 mod fanout;
+mod mcp;
 mod measure;
 mod model_stream;
 mod replay;
@@ -42,7 +43,7 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 8] = [
+pub const BENCHMARKS: [Benchmark; 9] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
@@ -51,6 +52,7 @@ pub const BENCHMARKS: [Benchmark; 8] = [
     replay::BENCHMARK,
     model_stream::BENCHMARK,
     churn::BENCHMARK,
+    mcp::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -72,6 +74,8 @@ pub struct Sizes {
     pub model_stream: StreamSize,
     /// `job_churn`.
     pub churn: ChurnSize,
+    /// `mcp_call`.
+    pub mcp: MicroSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -115,6 +119,10 @@ impl Sizes {
             jobs: 100_000,
             rounds: rounds(1, 5),
         },
+        mcp: MicroSize {
+            calls: 2_000,
+            rounds: rounds(2, 15),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
@@ -153,6 +161,10 @@ impl Sizes {
             jobs: 20_000,
             rounds: rounds(1, 3),
         },
+        mcp: MicroSize {
+            calls: 500,
+            rounds: rounds(1, 7),
+        },
     };
 
     /// Sizes that only check every benchmark works (`--tiny`, which the crate's test runs in
@@ -189,6 +201,10 @@ impl Sizes {
         },
         churn: ChurnSize {
             jobs: 200,
+            rounds: rounds(0, 1),
+        },
+        mcp: MicroSize {
+            calls: 5,
             rounds: rounds(0, 1),
         },
     };
