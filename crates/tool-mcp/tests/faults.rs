@@ -31,6 +31,15 @@ struct Faulty {
     hung: Arc<AtomicBool>,
     /// Fired by `crash`: the connection's server task drops the connection.
     crash: Arc<tokio::sync::Notify>,
+    /// Fired when a `wait` call arrives, and when it is cancelled by the client.
+    signals: Signals,
+}
+
+/// What the test sees of `wait` calls, shared by every connection.
+#[derive(Clone, Default)]
+struct Signals {
+    arrived: Arc<tokio::sync::Notify>,
+    cancelled: Arc<tokio::sync::Notify>,
 }
 
 fn tools() -> ListToolsResult {
@@ -51,6 +60,8 @@ fn tools() -> ListToolsResult {
                          "type": "object", "$defs": {"n": {"type": "integer", "minimum": 0}},
                          "properties": {"v": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "string", "format": "uri"}]}},
                          "required": ["v"]}},
+        {"name": "wait", "description": "Wait until cancelled.",
+         "inputSchema": {"type": "object"}},
         {"name": "wipe", "description": "Delete everything.",
          "annotations": {"destructiveHint": true},
          "inputSchema": {"type": "object"}}
@@ -81,7 +92,7 @@ impl ServerHandler for Faulty {
     fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + MaybeSendFuture + '_ {
         async move {
             let result: CallToolResult = match request.name.as_ref() {
@@ -91,6 +102,13 @@ impl ServerHandler for Faulty {
                 }
                 "crash" => {
                     self.crash.notify_one();
+                    std::future::pending().await
+                }
+                "wait" => {
+                    self.signals.arrived.notify_one();
+                    // rmcp cancels this token when `notifications/cancelled` names the request.
+                    context.ct.cancelled().await;
+                    self.signals.cancelled.notify_one();
                     std::future::pending().await
                 }
                 "hang" => {
@@ -112,17 +130,22 @@ impl ServerHandler for Faulty {
 #[derive(Default)]
 struct InProcess {
     connections: Arc<AtomicU32>,
+    signals: Signals,
 }
 
 impl Connector for InProcess {
     fn connect(&self) -> BoxFuture<'static, std::io::Result<StreamConnection>> {
         self.connections.fetch_add(1, Ordering::SeqCst);
+        let signals = self.signals.clone();
         Box::pin(async move {
             // client ⇄ relay ⇄ server: a crash ends the relay, which drops the client's pipe
             // at once, the way a dying process closes its stdio.
             let (client, mut relay_client) = tokio::io::duplex(1 << 16);
             let (mut relay_server, server) = tokio::io::duplex(1 << 16);
-            let handler = Faulty::default();
+            let handler = Faulty {
+                signals,
+                ..Faulty::default()
+            };
             let crash = Arc::clone(&handler.crash);
             tokio::spawn(async move {
                 if let Ok(service) = handler.serve(server).await {
@@ -181,6 +204,17 @@ async fn start() -> (
     Arc<AtomicU32>,
     Arc<Mutex<Vec<ToolsChange>>>,
 ) {
+    let (registry, servers, connections, changes, _) = start_with_signals().await;
+    (registry, servers, connections, changes)
+}
+
+async fn start_with_signals() -> (
+    ToolRegistry,
+    McpServers,
+    Arc<AtomicU32>,
+    Arc<Mutex<Vec<ToolsChange>>>,
+    Signals,
+) {
     let registry = ToolRegistry::new();
     let changes: Arc<Mutex<Vec<ToolsChange>>> = Arc::default();
     let seen = Arc::clone(&changes);
@@ -191,11 +225,12 @@ async fn start() -> (
     let servers = McpServers::new(registry.global_scope(), options()).unwrap();
     let connector = InProcess::default();
     let connections = Arc::clone(&connector.connections);
+    let signals = connector.signals.clone();
     servers
         .add_connector("faulty", Arc::new(connector))
         .unwrap()
         .await;
-    (registry, servers, connections, changes)
+    (registry, servers, connections, changes, signals)
 }
 
 async fn call_as(registry: &ToolRegistry, agent: &AgentRef, name: &str) -> dsh_tools::ToolResult {
@@ -222,6 +257,7 @@ async fn a_schema_that_does_not_compile_is_rejected_alone() {
             "mcp__faulty__malformed",
             "mcp__faulty__ok",
             "mcp__faulty__typed",
+            "mcp__faulty__wait",
             "mcp__faulty__wipe"
         ]
     );
@@ -325,7 +361,7 @@ async fn a_crash_mid_call_fails_the_call_unregisters_restarts_and_tells_the_agen
         listener.told.lock().unwrap().clone(),
         [
             "The MCP server `faulty` exited; its tools are unavailable until it restarts.",
-            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__typed, mcp__faulty__wipe."
+            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
         ]
     );
     servers.shutdown().await;
@@ -350,4 +386,22 @@ async fn a_hung_server_times_out_is_killed_and_restarted() {
     assert!(!call_as(&registry, &agent, "mcp__faulty__ok").await.is_error);
     servers.shutdown().await;
     assert_eq!(registry.schemas(None), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_sends_notifications_cancelled_to_the_server() {
+    let (registry, servers, _, _, signals) = start_with_signals().await;
+    let signal = tokio_util::sync::CancellationToken::new();
+    let running =
+        registry.execute(ToolCall::new("w", "mcp__faulty__wait", "{}").with_signal(signal.clone()));
+    let cancel = async {
+        signals.arrived.notified().await;
+        signal.cancel();
+    };
+    let (result, ()) = tokio::join!(running, cancel);
+    assert_eq!(failure(&result).0, FailureCode::Aborted, "{result:?}");
+    tokio::time::timeout(Duration::from_secs(10), signals.cancelled.notified())
+        .await
+        .expect("the server never saw notifications/cancelled");
+    servers.shutdown().await;
 }
