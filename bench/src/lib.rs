@@ -18,6 +18,7 @@ mod measure;
 mod model_stream;
 mod replay;
 mod rss;
+mod sandbox;
 mod shell;
 mod spawn;
 mod throughput;
@@ -43,10 +44,11 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 9] = [
+pub const BENCHMARKS: [Benchmark; 10] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
+    sandbox::BENCHMARK,
     throughput::BENCHMARK,
     fanout::BENCHMARK,
     replay::BENCHMARK,
@@ -62,7 +64,7 @@ pub struct Sizes {
     pub dispatch: MicroSize,
     /// `validate_args`.
     pub validate: MicroSize,
-    /// `bash_spawn`.
+    /// `bash_spawn` and `sandbox_spawn`.
     pub spawn: MicroSize,
     /// `bash_throughput`.
     pub throughput: ThroughputSize,

@@ -1,12 +1,12 @@
 //! The agent: session identity, history, inbox, agent scope, and the turn loop.
 
-use crate::event::{EventRecord, SessionEvent, TurnEndReason};
+use crate::event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
 use crate::log::{LogWriteError, SessionLog, SessionLogWriter};
 use crate::model::{AssistantToolCall, Message, ModelAdapter, ModelEvent, ModelRequest};
-use dsh_tools::jobs::{JobRuntime, TurnOpener};
+use dsh_tools::jobs::{JobRuntime, JobStatus, TurnOpener};
 use dsh_tools::{
-    AgentGone, AgentHandle, AgentRef, Arguments, Disposer, FailureCode, InjectedContext, Scope,
-    ScopeError, ToolCall, ToolRegistry, ToolResult,
+    AgentGone, AgentHandle, AgentRef, Arguments, ContextSource, Disposer, FailureCode,
+    InjectedContext, Scope, ScopeError, ToolCall, ToolRegistry, ToolResult,
 };
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
@@ -32,6 +32,8 @@ pub const DEFAULT_NOTICE_GATHER: Duration = Duration::from_millis(200);
 const GATHER_PERIODS_MAX: u32 = 10;
 /// The longest quiet period [`AgentDirectory::gather_window`] accepts.
 const GATHER_WINDOW_MAX: Duration = Duration::from_secs(60);
+/// The `detail` of the `job/end` recorded for a job lost with the process that ran it.
+pub const LOST_JOB_DETAIL: &str = "lost: the process running it ended";
 /// The `code` of the `error` event that reports a session log write failure.
 pub const LOG_WRITE_FAILED: &str = "LOG_WRITE_FAILED";
 
@@ -78,8 +80,9 @@ type Subscriber = Arc<dyn Fn(&EventRecord) + Send + Sync>;
 struct Emitter {
     seq: u64,
     subscribers: Vec<(u64, Subscriber)>,
-    log: Option<SessionLogWriter>,
-    /// The first write to the log that failed. The log is closed then: a later line that did
+    /// The session log and its copies ([`AgentBuilder::log`] once per file).
+    logs: Vec<SessionLogWriter>,
+    /// The first write to a log that failed. That log is closed then: a later line that did
     /// get written would leave a hole in the middle of the session instead of a clean end.
     log_error: Option<LogWriteError>,
 }
@@ -200,14 +203,19 @@ impl AgentInner {
         emitter.seq += 1;
         let record = EventRecord::now(emitter.seq, event);
         let mut failed = None;
-        if let Some(log) = &mut emitter.log
-            && let Err(error) = log.append(&record)
-        {
-            let failure = LogWriteError::new(log.path(), &error);
-            tracing::warn!(session = %self.session_id, "{failure}");
-            emitter.log = None;
-            emitter.log_error = Some(failure.clone());
-            failed = Some(failure);
+        let mut i = 0;
+        while i < emitter.logs.len() {
+            let log = &mut emitter.logs[i];
+            match log.append(&record) {
+                Ok(()) => i += 1,
+                Err(error) => {
+                    let failure = LogWriteError::new(log.path(), &error);
+                    tracing::warn!(session = %self.session_id, "{failure}");
+                    emitter.logs.remove(i);
+                    emitter.log_error.get_or_insert_with(|| failure.clone());
+                    failed.get_or_insert(failure);
+                }
+            }
         }
         for (_, subscriber) in &emitter.subscribers {
             if std::panic::catch_unwind(AssertUnwindSafe(|| subscriber(&record))).is_err() {
@@ -296,8 +304,9 @@ pub struct AgentBuilder {
     max_parallel: usize,
     jobs: Option<JobRuntime>,
     subscribers: Vec<Subscriber>,
-    log: Option<PathBuf>,
+    logs: Vec<PathBuf>,
     resume: Option<SessionLog>,
+    sandbox: Option<serde_json::Value>,
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -313,6 +322,13 @@ impl AgentBuilder {
     /// The session id (default: a fresh unique one).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
+        self
+    }
+
+    /// How the shell's commands are confined, recorded in `session/start` (see
+    /// [`SessionEvent::SessionStart`]).
+    pub fn sandbox(mut self, report: serde_json::Value) -> Self {
+        self.sandbox = Some(report);
         self
     }
 
@@ -356,9 +372,10 @@ impl AgentBuilder {
         self
     }
 
-    /// Appends every event to a JSONL session log at `path`.
+    /// Appends every event to a JSONL session log at `path`. Called again, it adds a copy:
+    /// every log gets every event, and one that fails is closed alone.
     pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
-        self.log = Some(path.into());
+        self.logs.push(path.into());
         self
     }
 
@@ -383,19 +400,26 @@ impl AgentBuilder {
             .unwrap_or_else(|| PathBuf::from("."));
         // The log first: the scope is registered under the session id, and a failure after
         // creating it would leave the id taken.
-        let log = match &self.log {
-            Some(path) => Some(
+        let logs = self
+            .logs
+            .iter()
+            .map(|path| {
                 SessionLogWriter::open(path).map_err(|source| AgentError::Log {
                     path: path.clone(),
                     source,
-                })?,
-            ),
-            None => None,
-        };
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let scope = self.registry.agent_scope(session_id.clone())?;
-        let (history, inbox, seq) = match resumed {
-            Some(restored) => (restored.history, restored.inbox, restored.last_seq),
-            None => (Vec::new(), Vec::new(), 0),
+        let (history, inbox, seq, job_ids, lost_jobs) = match resumed {
+            Some(restored) => (
+                restored.history,
+                restored.inbox,
+                restored.last_seq,
+                restored.job_ids,
+                restored.lost_jobs,
+            ),
+            None => (Vec::new(), Vec::new(), 0, Vec::new(), Vec::new()),
         };
         let call_ids: HashSet<String> = history
             .iter()
@@ -439,7 +463,7 @@ impl AgentBuilder {
             emitter: Mutex::new(Emitter {
                 seq,
                 subscribers: (0..).zip(self.subscribers).collect(),
-                log,
+                logs,
                 log_error: None,
             }),
             idle: Notify::new(),
@@ -450,9 +474,27 @@ impl AgentBuilder {
             calls_made: AtomicU64::new(calls_made),
         });
         if let Some(jobs) = &self.jobs {
+            // The ids a resumed session used are never issued again.
+            jobs.continue_numbering(job_ids.iter().map(String::as_str));
             let weak = Arc::downgrade(&inner);
             let session = session_id.clone();
-            let listener = jobs.on_done(move |snapshot, _owner| {
+            let started = jobs.on_changed(move |snapshot| {
+                if snapshot.owner_session.as_deref() != Some(session.as_str())
+                    || snapshot.status != JobStatus::Running
+                {
+                    return;
+                }
+                if let Some(inner) = weak.upgrade() {
+                    inner.emit(SessionEvent::JobStart {
+                        job_id: snapshot.id.to_string(),
+                        kind: snapshot.kind.clone(),
+                        label: snapshot.label.clone(),
+                    });
+                }
+            });
+            let weak = Arc::downgrade(&inner);
+            let session = session_id.clone();
+            let ended = jobs.on_done(move |snapshot, _owner| {
                 if snapshot.owner_session.as_deref() != Some(session.as_str()) {
                     return;
                 }
@@ -464,7 +506,10 @@ impl AgentBuilder {
                     });
                 }
             });
-            *lock(&inner.job_listener) = Some(listener);
+            *lock(&inner.job_listener) = Some(Disposer::new(move || {
+                started.dispose();
+                ended.dispose();
+            }));
         }
         let agent = Agent { inner };
         if self.resume.is_none() {
@@ -478,7 +523,11 @@ impl AgentBuilder {
                     .iter()
                     .map(|tool| tool.name().to_owned())
                     .collect(),
+                sandbox: self.sandbox.clone(),
             });
+        }
+        if !lost_jobs.is_empty() {
+            agent.report_lost_jobs(&lost_jobs);
         }
         // A log that cannot take its first line is refused at once; dropping the agent gives
         // its session id back.
@@ -597,8 +646,9 @@ impl Agent {
             max_parallel: DEFAULT_MAX_PARALLEL_TOOLS,
             jobs: None,
             subscribers: Vec::new(),
-            log: None,
+            logs: Vec::new(),
             resume: None,
+            sandbox: None,
         }
     }
 
@@ -660,6 +710,49 @@ impl Agent {
                     .retain(|(owner, _)| *owner != id);
             }
         })
+    }
+
+    /// Records `session/end` with `reason`: the host is done with the session (a store lists
+    /// it as ended, or interrupted). Call it last, after [`Agent::dispose`], so the event is
+    /// the log's last line; a resumed session may carry on after it.
+    pub fn end_session(&self, reason: SessionEndReason) {
+        self.inner.emit(SessionEvent::SessionEnd { reason });
+    }
+
+    /// Tells the model, once, about the jobs a resumed log shows started and never ended:
+    /// each is recorded as failed (`job/end`, so resuming again does not repeat it), and one
+    /// notice naming them all waits in the inbox for the next request.
+    fn report_lost_jobs(&self, lost: &[(String, String, String)]) {
+        let inner = &self.inner;
+        let mut state = lock(&inner.state);
+        for (job_id, _, _) in lost {
+            inner.emit(SessionEvent::JobEnd {
+                job_id: job_id.clone(),
+                status: JobStatus::Failed,
+                detail: Some(String::from(LOST_JOB_DETAIL)),
+            });
+        }
+        let listed = lost
+            .iter()
+            .map(|(id, kind, label)| format!("{id} ({kind}: {label})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (noun, verb) = if lost.len() == 1 {
+            ("job", "was")
+        } else {
+            ("jobs", "were")
+        };
+        inner.enqueue(
+            &mut state,
+            InjectedContext {
+                source: ContextSource::Host,
+                content: format!(
+                    "The session was resumed. Background {noun} {listed} {verb} still running \
+                     when the previous process ended, and {verb} lost with it: no more output \
+                     and no exit status will come. Start again what is still needed."
+                ),
+            },
+        );
     }
 
     /// Injects durable context for the next model request (recorded as `context/inject`).

@@ -38,6 +38,30 @@ impl TurnEndReason {
     }
 }
 
+/// Why a session ended (`session/end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SessionEndReason {
+    /// The host finished it normally.
+    Completed,
+    /// A signal (SIGINT, SIGTERM) stopped it.
+    Interrupted,
+    /// The host stopped it after a failure.
+    Failed,
+}
+
+impl SessionEndReason {
+    /// The wire spelling (the serde name; a test checks the two agree for every variant).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEndReason::Completed => "completed",
+            SessionEndReason::Interrupted => "interrupted",
+            SessionEndReason::Failed => "failed",
+        }
+    }
+}
+
 /// One observable step of a session. The wire form is tagged by `type`, fields in camelCase.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all_fields = "camelCase")]
@@ -52,6 +76,11 @@ pub enum SessionEvent {
         cwd: String,
         /// The names of the tools visible to the agent.
         tools: Vec<String>,
+        /// How the shell's commands are confined, as the host reports it (for `dsh-agent`, a
+        /// `tool_bash::sandbox::SandboxReport`: mode, backend, network, what is not enforced).
+        /// Absent when the host said nothing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<Value>,
     },
     /// Real user input.
     #[serde(rename = "user/message")]
@@ -123,6 +152,17 @@ pub enum SessionEvent {
         /// The contexts, in the order they arrived.
         contexts: Vec<InjectedContext>,
     },
+    /// A job owned by the agent started. Resuming compares these with `job/end`: a job that
+    /// started but never ended was lost with the process that ran it.
+    #[serde(rename = "job/start")]
+    JobStart {
+        /// The job.
+        job_id: String,
+        /// Its kind (`bash`).
+        kind: String,
+        /// Its label.
+        label: String,
+    },
     /// A job owned by the agent settled.
     #[serde(rename = "job/end")]
     JobEnd {
@@ -141,6 +181,14 @@ pub enum SessionEvent {
         reason: TurnEndReason,
         /// How many model requests it made.
         steps: u32,
+    },
+    /// The host ended the session ([`Agent::end_session`](crate::Agent::end_session)). A
+    /// resumed session may carry on after it; a log whose last event is not this one ended
+    /// in a crash (or is still being written).
+    #[serde(rename = "session/end")]
+    SessionEnd {
+        /// Why.
+        reason: SessionEndReason,
     },
     /// Something failed outside a tool call (the model adapter, the loop).
     #[serde(rename = "error")]
@@ -165,8 +213,10 @@ impl SessionEvent {
             SessionEvent::ToolResult { .. } => "tool/result",
             SessionEvent::ContextInject { .. } => "context/inject",
             SessionEvent::ContextUndelivered { .. } => "context/undelivered",
+            SessionEvent::JobStart { .. } => "job/start",
             SessionEvent::JobEnd { .. } => "job/end",
             SessionEvent::TurnEnd { .. } => "turn/end",
+            SessionEvent::SessionEnd { .. } => "session/end",
             SessionEvent::Error { .. } => "error",
         }
     }
@@ -222,9 +272,11 @@ mod tests {
             SessionEvent::ToolResult { .. } => 5,
             SessionEvent::ContextInject { .. } => 6,
             SessionEvent::ContextUndelivered { .. } => 7,
-            SessionEvent::JobEnd { .. } => 8,
-            SessionEvent::TurnEnd { .. } => 9,
-            SessionEvent::Error { .. } => 10,
+            SessionEvent::JobStart { .. } => 8,
+            SessionEvent::JobEnd { .. } => 9,
+            SessionEvent::TurnEnd { .. } => 10,
+            SessionEvent::SessionEnd { .. } => 11,
+            SessionEvent::Error { .. } => 12,
         }
     }
 
@@ -234,6 +286,7 @@ mod tests {
                 session_id: "s1".into(),
                 cwd: "/work".into(),
                 tools: vec!["echo".into()],
+                sandbox: None,
             },
             SessionEvent::UserMessage {
                 content: "hi".into(),
@@ -272,6 +325,11 @@ mod tests {
             SessionEvent::ContextUndelivered {
                 contexts: vec![InjectedContext::from_plugin("bash", "late")],
             },
+            SessionEvent::JobStart {
+                job_id: "bash-1".into(),
+                kind: "bash".into(),
+                label: "sleep 1".into(),
+            },
             SessionEvent::JobEnd {
                 job_id: "bash-1".into(),
                 status: JobStatus::Completed,
@@ -280,6 +338,9 @@ mod tests {
             SessionEvent::TurnEnd {
                 reason: TurnEndReason::Completed,
                 steps: 1,
+            },
+            SessionEvent::SessionEnd {
+                reason: SessionEndReason::Interrupted,
             },
             SessionEvent::Error {
                 message: "boom".into(),
@@ -294,12 +355,35 @@ mod tests {
         let covered: Vec<usize> = samples.iter().map(variant).collect();
         assert_eq!(
             covered,
-            (0..11).collect::<Vec<_>>(),
+            (0..13).collect::<Vec<_>>(),
             "one sample per variant, in order"
         );
         for event in &samples {
             let wire = serde_json::to_value(event).unwrap();
             assert_eq!(wire["type"], event.kind(), "{event:?}");
+        }
+    }
+
+    #[test]
+    fn every_session_end_reason_spells_as_serde_does() {
+        // No wildcard arm: a new reason does not compile until it is listed here.
+        let position = |reason: SessionEndReason| match reason {
+            SessionEndReason::Completed => 0,
+            SessionEndReason::Interrupted => 1,
+            SessionEndReason::Failed => 2,
+        };
+        let all = [
+            SessionEndReason::Completed,
+            SessionEndReason::Interrupted,
+            SessionEndReason::Failed,
+        ];
+        assert_eq!(
+            all.map(position),
+            [0, 1, 2],
+            "one sample per reason, in order"
+        );
+        for reason in all {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }
     }
 

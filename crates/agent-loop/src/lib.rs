@@ -7,6 +7,8 @@
 //! (concurrency-safe calls overlap, everything else is a barrier, results land in call order),
 //! and records every step as a [`SessionEvent`] for subscribers and the JSONL session log. Logs
 //! replay into cards ([`replay_cards`]) and resume into a live agent ([`AgentBuilder::resume`]).
+//! A [`SessionStore`] ([`FsSessionStore`] on disk) keeps sessions beyond the process: log and
+//! spill files together, one writer at a time, to list, resume, fork and prune.
 //!
 //! Invariant: every tool call in the history has exactly one tool result, whatever fails or is
 //! cancelled, so the next request is always well-formed.
@@ -60,12 +62,15 @@ mod event;
 mod log;
 mod model;
 mod replay;
+// The file-system store uses Unix permissions and `flock`.
+#[cfg(unix)]
+mod store;
 
 pub use agent::{
     Agent, AgentBuilder, AgentDirectory, AgentError, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_MAX_STEPS,
-    DEFAULT_NOTICE_GATHER, LOG_WRITE_FAILED, TurnOutcome,
+    DEFAULT_NOTICE_GATHER, LOG_WRITE_FAILED, LOST_JOB_DETAIL, TurnOutcome,
 };
-pub use event::{EventRecord, SessionEvent, TurnEndReason};
+pub use event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
 pub use log::{
     LogEntry, LogLines, LogReadError, LogWriteError, MAX_LINE_BYTES, RepairedLine, SessionLog,
     SessionLogWriter, SkippedLine,
@@ -75,3 +80,8 @@ pub use model::{
     ModelStream, Usage,
 };
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
+#[cfg(unix)]
+pub use store::{
+    EVENTS_FILE, FsSessionStore, PrunePolicy, PruneReport, ResumedSession, SPILL_DIR, SessionInfo,
+    SessionLease, SessionState, SessionStore, StoreError, TornTail,
+};

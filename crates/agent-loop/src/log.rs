@@ -4,7 +4,7 @@
 use crate::event::{EventRecord, SessionEvent};
 use crate::model::Message;
 use dsh_tools::json::JsonValue;
-use dsh_tools::{FailureCode, InjectedContext, ToolResult};
+use dsh_tools::{ContentBlock, FailureCode, InjectedContext, ToolFailure, ToolResult};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -82,17 +82,19 @@ pub struct SkippedLine {
 }
 
 /// A line kept although part of it was not understood: a `tool/result` whose `error` names a
-/// failure code (or shape) this version does not know, as a log written by a newer version
-/// may. The event is kept without its `error`; its content (the text the model read, which
-/// names the failure) and the card stay.
+/// failure code (or shape) this version does not know, or whose content holds a block of a
+/// type it does not know, as a log written by a newer version may. The event is kept without
+/// those fields; the rest of its content (the text the model read, which names the failure)
+/// and the card stay.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RepairedLine {
     /// The 1-based line number.
     pub line: usize,
-    /// The JSON pointer of the field that was set aside, e.g. `/error`.
+    /// The JSON pointer of the field that was set aside, e.g. `/error` or `/content/0`; when
+    /// several were, their pointers (`/error` first), separated by `, `.
     pub pointer: String,
-    /// That field's JSON text, kept as text.
+    /// That field's JSON text, kept as text (several: in the same order, separated by `, `).
     pub text: String,
 }
 
@@ -211,26 +213,53 @@ fn parse_line(line: usize, text: &str) -> LogEntry {
     }
 }
 
-/// Keeps a `tool/result` whose `error` this version cannot read (a failure code added later):
-/// the event without it, and the field as text.
+/// Keeps a `tool/result` whose `error` or content blocks this version cannot read (a failure
+/// code or a block type added later): the event without them, and each of them as text.
 fn repair(line: usize, text: &str) -> Option<(EventRecord, RepairedLine)> {
-    // Held exactly, so the field's text keeps the writer's key order and numbers.
+    // Held exactly, so the fields' text keeps the writer's key order and numbers.
     let JsonValue::Object(mut object) = JsonValue::parse(text).ok()? else {
         return None;
     };
     if object.get("type").and_then(JsonValue::as_str) != Some("tool/result") {
         return None;
     }
-    let error = object.remove("error")?;
+    let mut set_aside: Vec<(String, String)> = Vec::new();
+    if object
+        .get("error")
+        .is_some_and(|error| !understood::<ToolFailure>(error))
+        && let Some(error) = object.remove("error")
+    {
+        set_aside.push((String::from("/error"), error.to_string()));
+    }
+    if let Some(JsonValue::Array(blocks)) = object.get_mut("content") {
+        let mut index = 0;
+        blocks.retain(|block| {
+            let known = understood::<ContentBlock>(block);
+            if !known {
+                set_aside.push((format!("/content/{index}"), block.to_string()));
+            }
+            index += 1;
+            known
+        });
+    }
+    if set_aside.is_empty() {
+        return None;
+    }
     let record = EventRecord::from_json_line(&JsonValue::Object(object).to_string()).ok()?;
+    let (pointers, texts): (Vec<String>, Vec<String>) = set_aside.into_iter().unzip();
     Some((
         record,
         RepairedLine {
             line,
-            pointer: String::from("/error"),
-            text: error.to_string(),
+            pointer: pointers.join(", "),
+            text: texts.join(", "),
         },
     ))
+}
+
+/// Whether this version reads `value` as a `T`.
+fn understood<T: serde::de::DeserializeOwned>(value: &JsonValue) -> bool {
+    serde_json::from_str::<T>(&value.to_string()).is_ok()
 }
 
 /// A log as read back: the events that parsed, and the lines that did not.
@@ -297,6 +326,11 @@ pub(crate) struct Restored {
     pub(crate) history: Vec<Message>,
     pub(crate) inbox: Vec<InjectedContext>,
     pub(crate) last_seq: u64,
+    /// Every job id the log names (`job/start`, `job/end`), so numbering continues past them.
+    pub(crate) job_ids: Vec<String>,
+    /// The jobs that started and never ended (the process running them died): id and kind and
+    /// label, in start order.
+    pub(crate) lost_jobs: Vec<(String, String, String)>,
 }
 
 /// The result given to a call the log shows made but never answered (the session stopped
@@ -317,6 +351,10 @@ impl Restored {
         let mut restored = Restored::default();
         // The calls of the last assistant message still waiting for their result.
         let mut open: Vec<String> = Vec::new();
+        // A quick job may be recorded as ended before its start is (the runtime reports the
+        // start after launching it), so the lost ones are found once the whole log is read.
+        let mut started: Vec<(String, String, String)> = Vec::new();
+        let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
         for record in &log.events {
             restored.last_seq = restored.last_seq.max(record.seq);
             match &record.event {
@@ -357,6 +395,18 @@ impl Restored {
                         tool_calls: tool_calls.clone(),
                     });
                 }
+                SessionEvent::JobStart {
+                    job_id,
+                    kind,
+                    label,
+                } => {
+                    restored.job_ids.push(job_id.clone());
+                    started.push((job_id.clone(), kind.clone(), label.clone()));
+                }
+                SessionEvent::JobEnd { job_id, .. } => {
+                    restored.job_ids.push(job_id.clone());
+                    ended.insert(job_id.clone());
+                }
                 SessionEvent::ToolResult {
                     call_id,
                     content,
@@ -377,6 +427,10 @@ impl Restored {
             }
         }
         restored.answer_unanswered(&mut open);
+        restored.lost_jobs = started
+            .into_iter()
+            .filter(|(id, _, _)| !ended.contains(id))
+            .collect();
         restored
     }
 

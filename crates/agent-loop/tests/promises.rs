@@ -153,6 +153,7 @@ async fn disposing_an_agent_while_its_woken_turn_gathers_reports_the_notices() {
         recorder.kinds(),
         vec![
             "session/start",
+            "job/start",
             "job/end",
             "context/inject",
             "context/undelivered"
@@ -242,6 +243,51 @@ async fn a_call_id_repeated_in_one_step_gets_a_fresh_id() {
     assert!(cards[0].1.contains("\"a\""), "{cards:?}");
     assert_eq!(cards[1].0, "call-auto-2");
     assert!(cards[1].1.contains("\"b\""), "{cards:?}");
+}
+
+/// A fresh id never takes one the model streams itself: neither one it streamed earlier in the
+/// step nor one it streams later, and not the id the duplicate would have been given first.
+#[tokio::test]
+async fn a_fresh_id_never_collides_with_an_id_the_model_streams() {
+    for (calls, expected) in [
+        (
+            &[("call-auto-2", "a"), ("call-auto-2", "b")][..],
+            &["call-auto-2", "call-auto-3"][..],
+        ),
+        (
+            &[("dup", "a"), ("dup", "b"), ("call-auto-2", "c"), ("", "d")][..],
+            &["dup", "call-auto-2", "call-auto-3", "call-auto-4"][..],
+        ),
+        (
+            &[
+                ("", "a"),
+                ("call-auto-1", "b"),
+                ("call-auto-3", "c"),
+                ("", "d"),
+            ][..],
+            &["call-auto-1", "call-auto-2", "call-auto-3", "call-auto-4"][..],
+        ),
+    ] {
+        let registry = ToolRegistry::new();
+        registry.register(echo()).unwrap();
+        let mock = MockAdapter::new([echoes(calls), Response::text("done").into()]);
+        let (agent, _) = recorded(builder(&registry, &mock));
+        agent.run("go").await.unwrap();
+        let history = agent.history();
+        assert_paired(&history);
+        let texts: Vec<String> = calls.iter().map(|(_, text)| (*text).to_owned()).collect();
+        let (ids, results) = ids(&history);
+        assert_eq!(ids, expected, "{calls:?}");
+        assert_eq!(
+            results,
+            expected
+                .iter()
+                .map(|id| (*id).to_owned())
+                .zip(texts)
+                .collect::<Vec<_>>(),
+            "{calls:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -447,6 +493,79 @@ fn a_result_with_a_failure_code_from_the_future_is_kept_and_still_renders() {
         result.to_string().contains("Error: the quota ran out"),
         "{result}"
     );
+}
+
+#[test]
+fn a_result_with_a_content_block_from_the_future_is_kept_and_still_renders() {
+    let registry = ToolRegistry::new();
+    registry.register(echo()).unwrap();
+    let call = r#"{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"tool/call","callId":"c1","name":"echo","arguments":{"text":"hi"}}"#;
+    // An image block this version has no variant for, then the text; and the same with a
+    // failure code from the future too: both fields are set aside, the text stays.
+    let image = r#"{"type":"image","data":"AAAA","mimeType":"image/png"}"#;
+    let plain = format!(
+        r#"{{"seq":2,"ts":"2026-01-01T00:00:00.000Z","type":"tool/result","callId":"c1","name":"echo","isError":false,"content":[{image},{{"type":"text","text":"hi"}}]}}"#
+    );
+    let failed = format!(
+        r#"{{"seq":2,"ts":"2026-01-01T00:00:00.000Z","type":"tool/result","callId":"c1","name":"echo","isError":true,"content":[{{"type":"text","text":"Error: no"}},{image}],"error":{{"message":"no","code":"QUOTA_EXCEEDED"}}}}"#
+    );
+    for (result, pointer, text, shown) in [
+        (plain, "/content/0", image.to_owned(), "hi"),
+        (
+            failed,
+            "/error, /content/1",
+            format!(r#"{{"message":"no","code":"QUOTA_EXCEEDED"}}, {image}"#),
+            "Error: no",
+        ),
+    ] {
+        let log = SessionLog::parse(&format!("{call}\n{result}"));
+        assert_eq!(log.skipped, vec![], "{result}");
+        assert_eq!(log.events.len(), 2, "{result}");
+        let repaired: Vec<(usize, &str, &str)> = log
+            .repaired
+            .iter()
+            .map(|r| (r.line, r.pointer.as_str(), r.text.as_str()))
+            .collect();
+        assert_eq!(repaired, vec![(2, pointer, text.as_str())]);
+        let SessionEvent::ToolResult { content, .. } = &log.events[1].event else {
+            panic!("{:?}", log.events[1]);
+        };
+        assert_eq!(content, &vec![ContentBlock::text(shown)]);
+        let cards = replay_cards(&registry, &log.events);
+        let card = serde_json::to_value(&cards[0].result).unwrap();
+        assert!(card.to_string().contains(shown), "{card}");
+    }
+}
+
+#[test]
+fn a_log_with_crlf_line_ends_or_invalid_utf8_reads_line_by_line() {
+    let lines = [
+        r#"{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"hi"}"#,
+        r#"{"seq":2,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"a\xffb"}"#,
+        r#"{"seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"bye"}"#,
+    ];
+    // Written with CRLF line ends by an editor, and with a byte that is not UTF-8 in line 2.
+    let mut bytes = Vec::new();
+    for line in lines {
+        bytes.extend(
+            line.replace(r"\xff", "\u{1}").as_bytes().iter().map(
+                |b| {
+                    if *b == 1 { 0xff } else { *b }
+                },
+            ),
+        );
+        bytes.extend(b"\r\n");
+    }
+    let contents: Vec<String> = LogLines::new(std::io::Cursor::new(bytes), MAX_LINE_BYTES)
+        .map(|entry| match entry.unwrap() {
+            LogEntry::Event(record) => match record.event {
+                SessionEvent::UserMessage { content } => content,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(contents, ["hi", "a\u{fffd}b", "bye"]);
 }
 
 #[tokio::test]

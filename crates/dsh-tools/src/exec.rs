@@ -332,6 +332,22 @@ pub struct ExecContext {
     pub(crate) signal: CancellationToken,
     pub(crate) sink: Arc<CallSink>,
     pub(crate) services: Services,
+    pub(crate) approver: ApproverSlot,
+}
+
+/// The approval service of a call's layer, as a body may ask it
+/// ([`ExecContext::request_approval`]).
+#[derive(Clone, Default)]
+pub(crate) struct ApproverSlot(pub(crate) Option<Arc<dyn crate::hooks::Approver>>);
+
+impl fmt::Debug for ApproverSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Some(Approver)"
+        } else {
+            "None"
+        })
+    }
 }
 
 impl ExecContext {
@@ -415,6 +431,24 @@ impl ExecContext {
     /// A shared service, such as the jobs runtime.
     pub fn service<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.services.get::<T>()
+    }
+
+    /// Asks the call's approval service (the one that answers `Ask` verdicts of pre-execute
+    /// listeners) to let this call do more than it would by default, such as leaving the
+    /// shell's sandbox. `reason` is what the approver shows the user. `Ok` only for an explicit
+    /// grant; otherwise the reason for the denial: a refusal, a cancellation, a failed approver,
+    /// no approver or no agent to ask for.
+    pub async fn request_approval(&self, reason: impl Into<String>) -> Result<(), String> {
+        match crate::pipeline::ask(
+            &self.execution,
+            self.approver.0.clone(),
+            Some(reason.into()),
+        )
+        .await
+        {
+            None => Ok(()),
+            Some(denied) => Err(denied),
+        }
     }
 }
 

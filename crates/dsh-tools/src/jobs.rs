@@ -729,6 +729,24 @@ impl JobRuntime {
         *lock(&self.inner.opener) = Some(opener);
     }
 
+    /// Continues numbering after job ids issued elsewhere (by the process that ran a session
+    /// before it was resumed): the next job of each kind gets a number above every `<kind>-N`
+    /// given, so a resumed session never sees an id twice. Ids of another shape are ignored;
+    /// numbering never goes back.
+    pub fn continue_numbering<'a>(&self, issued: impl IntoIterator<Item = &'a str>) {
+        let mut state = lock(&self.inner.state);
+        for id in issued {
+            let Some((kind, number)) = id.rsplit_once('-') else {
+                continue;
+            };
+            let Ok(n) = number.parse::<u64>() else {
+                continue;
+            };
+            let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+            *counter = (*counter).max(n);
+        }
+    }
+
     /// Real user input reached the agent of `session`: its wake budget is full again.
     pub fn note_user_input(&self, session: &str) {
         lock(&self.inner.wakes).remove(session);

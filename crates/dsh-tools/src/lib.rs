@@ -4,7 +4,10 @@
 //!
 //! - the **value-schema subset** ([`ValueSchema`]): one small, fully enforced JSON Schema
 //!   language for arguments and outputs, authored from Rust types (`schemars`), with a builder
-//!   DSL, or as raw JSON Schema;
+//!   DSL, or as raw JSON Schema, whose refusals list every offending keyword in one pass;
+//! - **any JSON Schema** for raw definitions ([`CompiledSchema`]): draft 2020-12 or draft-07,
+//!   sent to the model as declared and compiled once into a validator (the subset's own when
+//!   the schema is inside it, `jsonschema` otherwise), so the registry checks every call;
 //! - **tool definitions**: typed (the [`#[tool]`](macro@tool) macro on an `async fn`, or the
 //!   [`Tool`] trait) or raw ([`ToolDefinition::builder`]), each with a mandatory output
 //!   declaration ([`ToolOutput`]: schema + `render` + optional `presentation_meta`), and a
@@ -113,7 +116,9 @@
 //!
 //! This crate turns on no feature of its dependencies that changes a user's own code:
 //! `serde_json` is built without `arbitrary_precision` and `preserve_order` (only the additive
-//! `raw_value`), `schemars` without `preserve_order`.
+//! `raw_value`), `schemars` without `preserve_order`, `jsonschema` without default features
+//! (nothing fetched, no big numbers; it adds `serde_json`'s `float_roundtrip`, which only makes
+//! float parsing exact).
 //! Exact numbers and key order come from [`json::JsonValue`] instead; see [`json`].
 
 #![deny(missing_docs)]

@@ -4,10 +4,12 @@
 use crate::definition::{ArgsValidation, ToolDefinition, contain};
 use crate::error::{FailureCode, panic_message};
 use crate::exec::{
-    Arguments, CallArguments, CallSink, ExecContext, ExecToken, ParsedArguments, Services,
-    ToolCall, ToolExecution, ToolResult,
+    ApproverSlot, Arguments, CallArguments, CallSink, ExecContext, ExecToken, ParsedArguments,
+    Services, ToolCall, ToolExecution, ToolResult,
 };
-use crate::hooks::{Approval, ApprovalRequest, ExecuteNext, PostAction, PreDecision, PreNext};
+use crate::hooks::{
+    Approval, ApprovalRequest, Approver, ExecuteNext, PostAction, PreDecision, PreNext,
+};
 use crate::registry::{CallHooks, ToolRegistry};
 use crate::schema::Violation;
 use futures::FutureExt;
@@ -265,13 +267,15 @@ async fn pre_execute(execution: &Arc<ToolExecution>, hooks: &CallHooks) -> Optio
     match decision {
         PreDecision::Allow => None,
         PreDecision::Deny { reason } => Some(reason),
-        PreDecision::Ask { reason } => ask(execution, hooks, reason).await,
+        PreDecision::Ask { reason } => ask(execution, hooks.approver.clone(), reason).await,
     }
 }
 
-async fn ask(
+/// Asks `approver` about `execution`; `Some(reason)` denies. Also reached from a body through
+/// [`ExecContext::request_approval`](crate::ExecContext::request_approval).
+pub(crate) async fn ask(
     execution: &Arc<ToolExecution>,
-    hooks: &CallHooks,
+    approver: Option<Arc<dyn Approver>>,
     reason: Option<String>,
 ) -> Option<String> {
     let why = reason
@@ -280,7 +284,7 @@ async fn ask(
     let Some(agent) = execution.agent.clone() else {
         return Some(format!("{why}; the call has no agent to ask for approval"));
     };
-    let Some(approver) = hooks.approver.clone() else {
+    let Some(approver) = approver else {
         return Some(format!("{why}; no approval service is available"));
     };
     let request = ApprovalRequest {
@@ -332,6 +336,7 @@ async fn execute_stage(
         args: Arc::clone(args),
         sink: Arc::clone(sink),
         services: registry.inner.services.clone(),
+        approver: ApproverSlot(hooks.approver.clone()),
     };
     let Some(chain) = &hooks.wrappers else {
         // Without wrappers the body is called directly: no boxed chain, no shared dispatch
@@ -363,6 +368,7 @@ struct Dispatch {
     args: Arc<ParsedArguments>,
     sink: Arc<CallSink>,
     services: Services,
+    approver: ApproverSlot,
 }
 
 impl Dispatch {
@@ -373,6 +379,7 @@ impl Dispatch {
             signal,
             sink: Arc::clone(&self.sink),
             services: self.services.clone(),
+            approver: self.approver.clone(),
         };
         timed_body(&self.definition, &self.execution, ctx).await
     }

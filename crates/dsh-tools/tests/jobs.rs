@@ -289,6 +289,24 @@ async fn ids_count_per_kind() {
     assert_eq!(ids, vec!["bash-1", "bash-2", "agent-1", "bash-3"]);
 }
 
+#[tokio::test]
+async fn numbering_continues_after_ids_issued_elsewhere_and_never_goes_back() {
+    let jobs = runtime();
+    jobs.continue_numbering(["bash-4", "bash-2", "agent-1", "odd", "x-y"]);
+    let mut ids = Vec::new();
+    let mut controls = Vec::new();
+    for kind in ["bash", "agent", "other"] {
+        let (start, control) = producer(kind, "label", true);
+        ids.push(jobs.start(start).unwrap().to_string());
+        controls.push(control);
+    }
+    jobs.continue_numbering(["bash-1"]);
+    let (start, control) = producer("bash", "label", true);
+    ids.push(jobs.start(start).unwrap().to_string());
+    controls.push(control);
+    assert_eq!(ids, vec!["bash-5", "agent-2", "other-1", "bash-6"]);
+}
+
 // ----- Settlement ---------------------------------------------------------------------------
 
 #[tokio::test]

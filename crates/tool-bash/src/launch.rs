@@ -2,8 +2,10 @@
 //! of the Linux supervisor and the portable one.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 
 /// What to start: `program` with `args` (after `argv[0]`) and exactly `env`, in `workdir`.
 #[derive(Debug)]
@@ -18,6 +20,11 @@ pub(crate) struct Launch {
     pub(crate) workdir: PathBuf,
     /// Whether stdin is a pipe (for trusted `stdin` bytes) rather than `/dev/null`.
     pub(crate) stdin_piped: bool,
+    /// A Landlock ruleset the shell-to-be enforces on itself, after `no_new_privs`, just before
+    /// its `execve` (the sandboxed executor's; see `crate::sandbox`). It is built beforehand,
+    /// in the harness: the shell-to-be may not allocate. Only the Linux supervisor applies it;
+    /// the portable one refuses a launch that carries one.
+    pub(crate) landlock: Option<Arc<OwnedFd>>,
 }
 
 /// How a wait for the shell ended.

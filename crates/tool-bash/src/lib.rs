@@ -12,6 +12,9 @@
 //!   [`EnvPolicy`] (credentials and shell start-up variables withheld by default) and `DSH_*`
 //!   facts managed; SIGTERM → grace → SIGKILL on the whole group; bounded draining after exit;
 //!   head-and-tail output windows with byte-exact spill files in a private directory.
+//! - `sandbox` (feature `sandbox`, on by default; Linux): the local executor with every command
+//!   confined (read-only, workspace-write or full access; network denied unless allowed), on
+//!   Landlock or bubblewrap, failing closed when the kernel cannot enforce the policy.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
 //!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate.
 //!
@@ -43,6 +46,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, tokio's process support) |
+//! | `sandbox` | yes | on Linux (x86-64, AArch64), the sandboxed executor ([`sandbox::SandboxedExecutor`]): Landlock, or bubblewrap where installed; implies `local` |
 //!
 //! # Platforms
 //!
@@ -65,6 +69,12 @@ mod launch;
 #[cfg(all(feature = "local", unix))]
 pub mod local;
 pub mod output;
+#[cfg(all(
+    feature = "sandbox",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod sandbox;
 pub mod shell;
 #[cfg(all(
     feature = "local",
@@ -87,5 +97,13 @@ pub mod tool;
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
 pub use local::{LocalConfig, LocalExecutor};
+#[cfg(all(
+    feature = "sandbox",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub use sandbox::{
+    SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxReport, SandboxedExecutor,
+};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
 pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};

@@ -17,7 +17,9 @@
 //! Spill files live in one private directory per executor (`0700`, files `0600`, unguessable
 //! names) under the system temporary directory (or [`LocalConfig::spill_root`]). They are kept
 //! while the executor or any process it started is alive, and the directory is removed when the
-//! last of them is dropped, that is when the session's service tears down. Together they hold
+//! last of them is dropped, that is when the session's service tears down. A host that keeps
+//! sessions sets [`LocalConfig::spill_dir`] instead: that directory is used as it is and never
+//! removed, so the paths outlive the process (and a crash) until the host's retention goes. Together they hold
 //! at most [`LocalConfig::spill_budget_bytes`] (4 GiB): past it a stream's file stops (or is
 //! not created) and its result says so, while its in-memory window works as before.
 
@@ -65,6 +67,12 @@ pub struct LocalConfig {
     pub grace: Duration,
     /// Where the private spill directory is created (default: the system temp directory).
     pub spill_root: Option<PathBuf>,
+    /// A spill directory to use as it is and keep: a session store's, so the `full output`
+    /// paths given to the model stay valid after the process exits. It is created (`0700`)
+    /// on first use if missing and never deleted by the executor; files already in it count
+    /// against [`LocalConfig::spill_budget_bytes`]. When set, [`LocalConfig::spill_root`] is
+    /// not used.
+    pub spill_dir: Option<PathBuf>,
     /// The shell binary (`bash`, found on `PATH`).
     pub bash: PathBuf,
     /// Which of the harness's variables commands see (default: all but credentials and shell
@@ -83,6 +91,7 @@ impl Default for LocalConfig {
             spill_budget_bytes: DEFAULT_SPILL_BUDGET_BYTES,
             grace: Duration::from_secs(2),
             spill_root: None,
+            spill_dir: None,
             bash: PathBuf::from("bash"),
             env_policy: EnvPolicy::default(),
         }
@@ -94,17 +103,77 @@ impl Default for LocalConfig {
 #[derive(Debug)]
 struct SpillDir {
     root: Option<PathBuf>,
-    dir: OnceLock<tempfile::TempDir>,
+    /// A directory kept at exit ([`LocalConfig::spill_dir`]), instead of a temporary one.
+    kept: Option<PathBuf>,
+    dir: OnceLock<SpillPlace>,
     /// The most bytes the files may hold together, and the bytes claimed so far (files are
     /// kept until the directory goes, so claims are never given back).
     budget: u64,
     claimed: AtomicU64,
 }
 
+/// Where spill files go: a temporary directory removed with the executor, or a kept one.
+#[derive(Debug)]
+enum SpillPlace {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl SpillPlace {
+    fn path(&self) -> &Path {
+        match self {
+            SpillPlace::Temporary(dir) => dir.path(),
+            SpillPlace::Kept(dir) => dir,
+        }
+    }
+}
+
+/// Creates `dir` (and its parents) if missing, the last component `0700`, and returns the
+/// bytes the files already in it hold.
+fn prepare_kept(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(e) => {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("cannot create the spill directory {}: {e}", dir.display()),
+            ));
+        }
+    }
+    let mut held = 0;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if let Ok(meta) = entry.metadata()
+            && meta.is_file()
+        {
+            held += meta.len();
+        }
+    }
+    Ok(held)
+}
+
 impl SpillDir {
     fn path(&self) -> std::io::Result<&Path> {
         if let Some(dir) = self.dir.get() {
             return Ok(dir.path());
+        }
+        if let Some(kept) = &self.kept {
+            let held = prepare_kept(kept)?;
+            let mut first = false;
+            let place = self.dir.get_or_init(|| {
+                first = true;
+                SpillPlace::Kept(kept.clone())
+            });
+            // Files a previous process left (a resumed session's) use the same budget; two
+            // racing first spills count them once.
+            if first {
+                self.claimed.fetch_add(held, Ordering::SeqCst);
+            }
+            return Ok(place.path());
         }
         let root = self.root.clone().unwrap_or_else(std::env::temp_dir);
         // A random name, and mode 0700 set at creation (not after: no window).
@@ -119,7 +188,10 @@ impl SpillDir {
                 )
             })?;
         // Two first spills may race; the loser's empty directory is removed when it drops.
-        Ok(self.dir.get_or_init(|| created).path())
+        Ok(self
+            .dir
+            .get_or_init(|| SpillPlace::Temporary(created))
+            .path())
     }
 }
 
@@ -160,6 +232,40 @@ pub struct LocalExecutor {
     bash: Arc<PathBuf>,
     spill: Arc<SpillDir>,
     guard: Arc<OrphanGuard>,
+    /// How a sandboxed executor confines every command it starts (see `crate::sandbox`).
+    confinement: Option<Arc<Confinement>>,
+}
+
+/// How the commands of a sandboxed executor are confined: a Landlock ruleset the shell enforces
+/// on itself before its `execve`, or a wrapper program (`bwrap`) that starts the shell, and
+/// variables set over the command's environment (`TMPDIR`).
+#[derive(Debug, Default)]
+pub(crate) struct Confinement {
+    pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
+    pub(crate) wrapper: Option<Wrapper>,
+    pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// What must live as long as the executor (its private temporary directory).
+    pub(crate) _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind W W]
+/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory, bound
+/// read-only first when `hidden` says the wrapper would otherwise hide it.
+pub(crate) struct Wrapper {
+    pub(crate) program: PathBuf,
+    pub(crate) head: Vec<std::ffi::OsString>,
+    pub(crate) tail: Vec<std::ffi::OsString>,
+    pub(crate) hidden: Box<dyn Fn(&Path) -> bool + Send + Sync>,
+}
+
+impl std::fmt::Debug for Wrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wrapper")
+            .field("program", &self.program)
+            .field("head", &self.head)
+            .field("tail", &self.tail)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for LocalExecutor {
@@ -178,6 +284,7 @@ impl LocalExecutor {
         LocalExecutor {
             spill: Arc::new(SpillDir {
                 root: config.spill_root.clone(),
+                kept: config.spill_dir.clone(),
                 dir: OnceLock::new(),
                 budget: config.spill_budget_bytes,
                 claimed: AtomicU64::new(0),
@@ -185,6 +292,16 @@ impl LocalExecutor {
             bash: Arc::new(resolve_program(&config.bash)),
             guard: OrphanGuard::new(),
             config: Arc::new(config),
+            confinement: None,
+        }
+    }
+
+    /// An executor whose every command is confined by `confinement`.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn confined(config: LocalConfig, confinement: Confinement) -> LocalExecutor {
+        LocalExecutor {
+            confinement: Some(Arc::new(confinement)),
+            ..LocalExecutor::new(config)
         }
     }
 
@@ -203,13 +320,43 @@ impl LocalExecutor {
     }
 
     fn launch(&self, spec: &ShellSpec) -> Launch {
-        Launch {
+        let mut launch = Launch {
             program: self.bash.as_path().to_path_buf(),
             args: vec!["-c".into(), spec.command.clone().into()],
             env: child_env(&self.config.env_policy, &spec.env, &spec.managed),
             workdir: spec.workdir.clone(),
             stdin_piped: spec.stdin.is_some(),
+            landlock: None,
+        };
+        let Some(confinement) = &self.confinement else {
+            return launch;
+        };
+        for (name, value) in &confinement.env {
+            launch.env.retain(|(existing, _)| existing != name);
+            launch.env.push((name.clone(), value.clone()));
         }
+        launch.landlock = confinement.landlock.clone();
+        if let Some(wrapper) = &confinement.wrapper {
+            let mut args = wrapper.head.clone();
+            if (wrapper.hidden)(&spec.workdir) {
+                args.extend([
+                    "--ro-bind".into(),
+                    spec.workdir.clone().into_os_string(),
+                    spec.workdir.clone().into_os_string(),
+                ]);
+            }
+            args.extend(wrapper.tail.iter().cloned());
+            args.extend([
+                "--chdir".into(),
+                spec.workdir.clone().into_os_string(),
+                "--".into(),
+                launch.program.into_os_string(),
+            ]);
+            args.append(&mut launch.args);
+            launch.program = wrapper.program.clone();
+            launch.args = args;
+        }
+        launch
     }
 
     /// Starts the command under its supervisor and registers the shell's group with the orphan
@@ -762,6 +909,7 @@ impl LocalExecutor {
             stdout,
             stderr,
             duration: started.elapsed(),
+            notes: Vec::new(),
         })
     }
 

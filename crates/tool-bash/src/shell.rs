@@ -194,6 +194,9 @@ pub struct ShellRunResult {
     pub stderr: Collected,
     /// Wall time from spawn to result.
     pub duration: Duration,
+    /// Notes the executor adds for the model, shown after the output: a sandboxed executor
+    /// names the policy that may have denied a write or a connection.
+    pub notes: Vec<String>,
 }
 
 /// The lifecycle of a background process.
@@ -299,5 +302,18 @@ pub trait ShellExecutor: Send + Sync + fmt::Debug {
     /// that names them ([`dsh_tools::runtime::require`]) instead of a panic. None by default.
     fn required_drivers(&self) -> &[dsh_tools::runtime::RuntimeDriver] {
         &[]
+    }
+
+    /// How this executor confines commands, in one line for the model and the user; `None`
+    /// (the default) when it does not.
+    fn sandbox_policy(&self) -> Option<String> {
+        None
+    }
+
+    /// The executor that runs one call outside this executor's sandbox, once the registry's
+    /// approver granted it (the `bash` tool asks; see its `sandbox: "escalate"` argument).
+    /// `None` (the default) when there is no sandbox to leave.
+    fn escalated(&self) -> Option<std::sync::Arc<dyn ShellExecutor>> {
+        None
     }
 }

@@ -111,6 +111,8 @@ struct Plan {
     stdio: [RawFd; 3],
     control: RawFd,
     report: RawFd,
+    /// A Landlock ruleset the shell-to-be enforces on itself before its `execve`, or -1.
+    landlock: RawFd,
     /// Where the kernel writes the shell's pid when it clones it (`CLONE_PARENT_SETTID`),
     /// before the shell runs: the harness finds it there if the command kills the supervisor
     /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
@@ -344,6 +346,7 @@ impl Mapping {
                 stdio: fds.stdio,
                 control: fds.control,
                 report: fds.report,
+                landlock: fds.landlock,
                 shell: AtomicI32::new(0),
                 shell_on_mapping: AtomicI32::new(1),
             });
@@ -415,6 +418,8 @@ struct PlanFds {
     stdio: [RawFd; 3],
     control: RawFd,
     report: RawFd,
+    /// The Landlock ruleset to enforce, or -1.
+    landlock: RawFd,
 }
 
 /// What reaping a supervisor takes: a pidfd to wait on, and its mapping, released once it was
@@ -820,6 +825,23 @@ fn pidfd_waits() -> bool {
     })
 }
 
+/// The Landlock ABI version of the running kernel: 0 when Landlock is missing or disabled. The
+/// sandbox's system probe (`crate::sandbox::SystemProbe`) asks this once per executor.
+#[cfg(feature = "sandbox")]
+pub(crate) fn landlock_abi() -> u32 {
+    // SAFETY: `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)` reads and
+    // writes no memory; it returns the ABI version or fails (ENOSYS, EOPNOTSUPP).
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    u32::try_from(version).unwrap_or(0)
+}
+
 /// `/dev/null`, opened once: the stdin of every command without stdin bytes.
 fn dev_null() -> io::Result<RawFd> {
     static NULL: OnceLock<OwnedFd> = OnceLock::new();
@@ -858,6 +880,7 @@ impl Supervised {
             stdio: [stdin_fd, stdout_write.as_raw_fd(), stderr_write.as_raw_fd()],
             control: control_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
+            landlock: launch.landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
         };
         let mut mapping = Mapping::obtain(strings.plan_bytes())?;
         let (stack_top, thread_pointer, plan) = mapping.prepare(&strings, fds);
@@ -1344,6 +1367,18 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
         if result == 0 {
             result = sys!(SYS_chdir, plan.workdir);
         }
+        if result == 0 && plan.landlock >= 0 {
+            // The sandbox, last before the shell: `no_new_privs` first (the kernel requires it
+            // of an unprivileged caller, and it keeps a setuid program from gaining rights the
+            // sandbox would then have to contain), then the ruleset the harness built. Both
+            // are inherited by everything the shell starts and cannot be lifted. A failure of
+            // either fails the start: the command never runs unconfined. The ruleset's
+            // descriptor is close-on-exec, so the shell does not inherit it.
+            result = sys!(SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if result == 0 {
+                result = sys!(SYS_landlock_restrict_self, plan.landlock, 0);
+            }
+        }
         if result == 0 {
             // Its own group first, while every signal is still blocked. The handlers are the
             // defaults (`reset_handlers`), so a signal already pending for the group acts on the
@@ -1826,6 +1861,7 @@ mod tests {
             env: Vec::new(),
             workdir: "/".into(),
             stdin_piped: false,
+            landlock: None,
         };
         let mut supervised = Supervised::spawn(launch).await.unwrap();
         let mapping_gone = |supervised: &Supervised| {
@@ -1853,6 +1889,7 @@ mod tests {
             env: Vec::new(),
             workdir: "/".into(),
             stdin_piped: false,
+            landlock: None,
         })
         .unwrap();
         let mut mapping = Mapping::obtain(strings.plan_bytes()).unwrap();
@@ -1860,6 +1897,7 @@ mod tests {
             stdio: [0, 1, 2],
             control: 0,
             report: 0,
+            landlock: -1,
         };
         let (_, _, plan) = mapping.prepare(&strings, fds);
         assert!(mapping.shell_gone(), "no shell was cloned yet");

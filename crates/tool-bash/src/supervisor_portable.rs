@@ -18,6 +18,13 @@ pub(crate) struct Supervised {
 
 impl Supervised {
     pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
+        if launch.landlock.is_some() {
+            // Fail closed: this supervisor has no step before `execve` to enforce a ruleset in.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a Landlock ruleset can only be enforced by the Linux supervisor",
+            ));
+        }
         let mut command = Command::new(&launch.program);
         command
             .args(&launch.args)

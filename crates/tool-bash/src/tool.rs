@@ -35,6 +35,10 @@ A non-zero exit is not an error of the tool: the output ends with `[exit code: N
 head and tail, and the complete output is saved to a file whose path the result names. \
 Commands time out after `timeout_ms` (default 120000, at most 600000).";
 
+/// How the question an escalation puts to the approver starts (`sandbox: "escalate"`): an
+/// approver that grants ordinary calls wholesale can tell these apart and still ask.
+pub const ESCALATION_PREFIX: &str = "leave the sandbox: ";
+
 /// The sentence added when background jobs are enabled.
 pub const BASH_BACKGROUND_DESCRIPTION: &str = " For long-running work (servers, watchers, \
 long builds) set `run_in_background: true`: the call returns a job id at once; read new output \
@@ -167,7 +171,8 @@ pub(crate) fn bash_output_schema() -> ValueSchema {
             .required("timeoutMs", ValueSchema::integer())
             .required("durationMs", ValueSchema::integer())
             .required("stdout", stream_schema())
-            .required("stderr", stream_schema()),
+            .required("stderr", stream_schema())
+            .property("notes", ValueSchema::array(ValueSchema::string())),
     ])
 }
 
@@ -182,6 +187,10 @@ struct BashArgs {
     workdir: Option<String>,
     #[serde(default)]
     run_in_background: Option<bool>,
+    #[serde(default)]
+    sandbox: Option<String>,
+    #[serde(default)]
+    justification: Option<String>,
 }
 
 /// Checks the arguments: the background switch, the schema, then the rules it cannot express.
@@ -213,6 +222,22 @@ fn parse_bash_args(
             "/description: must not be empty (say in 5-10 words what the command does)",
         ));
     }
+    match (args.sandbox.as_deref(), args.justification.as_deref()) {
+        (Some(_), None) => {
+            return Err(ToolError::invalid_args(
+                "/justification: required with `sandbox: \"escalate\"`; say why the command must run outside the sandbox (the user reads it)",
+            ));
+        }
+        (Some(_), Some(why)) if why.trim().is_empty() => {
+            return Err(ToolError::invalid_args("/justification: must not be empty"));
+        }
+        (None, Some(_)) => {
+            return Err(ToolError::invalid_args(
+                "/justification: only with `sandbox: \"escalate\"`",
+            ));
+        }
+        _ => {}
+    }
     if args.timeout_ms == Some(0) {
         return Err(ToolError::invalid_args(
             "/timeout_ms: must be a positive number of milliseconds",
@@ -241,7 +266,7 @@ fn stream_value(collected: &crate::shell::Collected) -> Value {
 }
 
 fn foreground_value(result: &ShellRunResult) -> Value {
-    json!({
+    let mut value = json!({
         "kind": "foreground",
         "exitCode": result.exit_code,
         "signal": result.signal,
@@ -251,7 +276,11 @@ fn foreground_value(result: &ShellRunResult) -> Value {
         "durationMs": result.duration.as_millis() as u64,
         "stdout": stream_value(&result.stdout),
         "stderr": stream_value(&result.stderr),
-    })
+    });
+    if !result.notes.is_empty() {
+        value["notes"] = json!(result.notes);
+    }
+    value
 }
 
 fn truncation(stream: &Value) -> Option<Truncation> {
@@ -294,13 +323,21 @@ pub fn render_bash(value: &Value) -> String {
             signal: None,
         },
     };
-    markers::render_shell_output(
+    let mut text = markers::render_shell_output(
         value["stdout"]["text"].as_str().unwrap_or_default(),
         value["stderr"]["text"].as_str().unwrap_or_default(),
         &truncations,
         (value["timedOut"] == json!(true)).then(|| value["timeoutMs"].as_u64().unwrap_or(0)),
         &outcome,
-    )
+    );
+    // The executor's notes (a sandbox naming the policy that may have denied something) come
+    // last, each in its own bracketed line.
+    for note in value["notes"].as_array().into_iter().flatten() {
+        if let Some(note) = note.as_str() {
+            text.push_str(&format!("\n[{note}]"));
+        }
+    }
+    text
 }
 
 /// Room kept in each background read for the notes about skipped bytes.
@@ -395,12 +432,20 @@ fn bash_tool(
     config: BashConfig,
 ) -> Result<ToolDefinition, RegistrationError> {
     let background = jobs.is_some();
-    let schema = bash_parameters(background);
-    let description = if background {
+    let sandbox = executor.sandbox_policy();
+    let mut schema = bash_parameters(background);
+    let mut description = if background {
         format!("{BASH_DESCRIPTION}{BASH_BACKGROUND_DESCRIPTION}")
     } else {
         BASH_DESCRIPTION.to_owned()
     };
+    if let Some(policy) = &sandbox {
+        schema = with_escalation(schema);
+        description.push_str(&format!(
+            " Commands run in a sandbox ({policy}). When a command must run outside it, set \
+             `sandbox: \"escalate\"` with a `justification`; the user is asked to approve."
+        ));
+    }
     let checked = Arc::new(schema.clone());
     ToolDefinition::builder(BASH_TOOL, description)
         // The body checks the arguments itself, so the disabled background switch gets its own
@@ -436,6 +481,12 @@ fn bash_tool(
                     ..ShellRequest::default()
                 };
                 let cwd = exec.agent().and_then(|a| a.cwd().map(PathBuf::from));
+                let executor = match args.justification {
+                    Some(justification) => {
+                        escalate(&executor, &exec, &request, &justification).await?
+                    }
+                    None => executor,
+                };
                 match (args.run_in_background.unwrap_or(false), jobs) {
                     (true, Some(jobs)) => {
                         start_background(&executor, &jobs, request, cwd, &exec, &config)
@@ -455,6 +506,54 @@ fn bash_tool(
             }
         })
         .build()
+}
+
+/// The `sandbox` and `justification` parameters, offered when the executor has a sandbox.
+fn with_escalation(schema: ValueSchema) -> ValueSchema {
+    schema
+        .property(
+            "sandbox",
+            ValueSchema::string().constant("escalate").description(
+                "Ask to run this command outside the sandbox; the user must approve. Only when the sandbox blocks work the user asked for.",
+            ),
+        )
+        .property(
+            "justification",
+            ValueSchema::string().description(
+                "With `sandbox: \"escalate\"`: why the command must run outside the sandbox, shown to the user who approves.",
+            ),
+        )
+}
+
+/// The executor for a call that asked to leave the sandbox: the unconfined one, only when the
+/// registry's approver grants it, with the command and the justification in the question.
+/// Without a sandbox there is nothing to leave, and the call runs as it is.
+async fn escalate(
+    executor: &Arc<dyn ShellExecutor>,
+    exec: &ExecContext,
+    request: &ShellRequest,
+    justification: &str,
+) -> Result<Arc<dyn ShellExecutor>, ToolError> {
+    let (Some(policy), Some(unconfined)) = (executor.sandbox_policy(), executor.escalated()) else {
+        return Ok(Arc::clone(executor));
+    };
+    let question = format!(
+        "{ESCALATION_PREFIX}run `{}` outside the sandbox ({policy}); justification: \
+         {justification}",
+        request.command
+    );
+    match exec.request_approval(question).await {
+        Ok(()) => {
+            tracing::info!(
+                call = exec.call_id(),
+                "an approved call runs outside the sandbox"
+            );
+            Ok(unconfined)
+        }
+        Err(denied) => Err(ToolError::failed(format!(
+            "the request to run outside the sandbox was denied ({denied}); the command did not run. Run it inside the sandbox ({policy}), or ask the user"
+        ))),
+    }
 }
 
 fn start_background(

@@ -52,6 +52,7 @@ impl ShellExecutor for Sandbox {
             },
             stderr: Collected::default(),
             duration: Duration::ZERO,
+            notes: Vec::new(),
         };
         self.specs.lock().unwrap().push(spec);
         Box::pin(async move { Ok(result) })

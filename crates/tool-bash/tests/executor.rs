@@ -251,6 +251,42 @@ async fn large_output_is_cut_to_head_and_tail_and_spilled_whole() {
 }
 
 #[tokio::test]
+async fn a_kept_spill_directory_outlives_the_executor_and_counts_what_it_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let kept = root.path().join("session").join("spill");
+    let mut config = LocalConfig::default();
+    config.spill_dir = Some(kept.clone());
+    config.spill_budget_bytes = 1_000_000;
+    let executor = LocalExecutor::new(config.clone());
+    let result = run_with(&executor, ShellRequest::new("seq 1 100000")).await;
+    let spill = result.stdout.spill_path.clone().unwrap();
+    assert_eq!(spill.parent(), Some(kept.as_path()));
+    assert_eq!(
+        std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(&spill).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    drop(executor);
+    let expected: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
+
+    // A second executor over the same directory (a resumed session) counts the bytes already
+    // there: with the budget almost spent, its spill stops early and says why.
+    let executor = LocalExecutor::new(config);
+    let result = run_with(&executor, ShellRequest::new("seq 1 200000")).await;
+    let note = result.stdout.spill_error.clone().unwrap_or_default();
+    assert!(
+        note.contains("spill budget"),
+        "{:?}",
+        result.stdout.spill_error
+    );
+    assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
+}
+
+#[tokio::test]
 async fn streams_cut_to_share_the_budget_are_spilled_whole() {
     // Each stream fits its own window; together they do not, so stderr is cut to its share.
     let executor = executor();

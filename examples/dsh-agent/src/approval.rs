@@ -52,7 +52,12 @@ impl Approver for TerminalApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let this = Arc::clone(&self.state);
         Box::pin(async move {
-            if this.allowed_for_session.load(Ordering::SeqCst) {
+            // A request to leave the sandbox is asked every time, with its justification.
+            let escalation = request
+                .reason
+                .as_deref()
+                .filter(|reason| reason.starts_with(tool_bash::tool::ESCALATION_PREFIX));
+            if escalation.is_none() && this.allowed_for_session.load(Ordering::SeqCst) {
                 return Approval::Grant;
             }
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
@@ -61,7 +66,7 @@ impl Approver for TerminalApprover {
                 };
             }
             let _turn = this.asking.lock().await;
-            if this.allowed_for_session.load(Ordering::SeqCst) {
+            if escalation.is_none() && this.allowed_for_session.load(Ordering::SeqCst) {
                 return Approval::Grant;
             }
             let execution = &request.execution;
@@ -74,9 +79,12 @@ impl Approver for TerminalApprover {
                 }
                 _ => String::new(),
             };
-            let prompt = format!(
-                "{card}allow this {ASKED_TOOL} call? [y] once, [a] for this session, [n] deny: "
-            );
+            let prompt = match escalation {
+                Some(reason) => format!("{card}{reason}\nallow it? [y] once, [n] deny: "),
+                None => format!(
+                    "{card}allow this {ASKED_TOOL} call? [y] once, [a] for this session, [n] deny: "
+                ),
+            };
             let read = tokio::task::spawn_blocking(move || {
                 let mut stderr = std::io::stderr().lock();
                 let _ = stderr.write_all(prompt.as_bytes());
@@ -90,6 +98,7 @@ impl Approver for TerminalApprover {
             };
             match line.map(|l| l.map(|l| answer(&l))) {
                 Ok(Ok(Answer::Once)) => Approval::Grant,
+                Ok(Ok(Answer::Session)) if escalation.is_some() => Approval::Grant,
                 Ok(Ok(Answer::Session)) => {
                     this.allowed_for_session.store(true, Ordering::SeqCst);
                     Approval::Grant

@@ -16,7 +16,8 @@ Exit status:
   3    the turn stopped at the step limit
   4    the session completed, but background jobs still ran when it ended and were stopped
        (the --wait-jobs wait ran out, was 0, or Ctrl-C cut it short)
-  130  the turn was cancelled
+  130  the turn was cancelled, or SIGTERM (SIGINT while run or resume runs its turn)
+       ended the session
   141  stdout was closed by its reader (`dsh-agent run --json | head`); nothing is printed
 
 Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or
@@ -33,6 +34,22 @@ pub(crate) struct Cli {
     /// Log less to stderr: -q errors only, -qq nothing (each -q cancels a -v).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     pub(crate) quiet: u8,
+    /// Where sessions are kept. Default: $XDG_STATE_HOME/dsh/sessions, or
+    /// ~/.local/state/dsh/sessions.
+    #[arg(long, value_name = "DIR", env = "DSH_SESSION_DIR", global = true)]
+    pub(crate) session_dir: Option<String>,
+    /// How long a session is kept after its last activity (`14d`, `12h`): `run`, `chat` and
+    /// `resume` remove a few older ones at start, and `sessions prune` all of them. `0` turns
+    /// the removal at start off.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        env = "DSH_SESSION_RETENTION",
+        default_value = "14days",
+        value_parser = parse_duration,
+        global = true
+    )]
+    pub(crate) retention: Duration,
     /// What to do; without one, this help is printed.
     #[command(subcommand)]
     pub(crate) command: Option<Command>,
@@ -49,6 +66,16 @@ pub(crate) enum Command {
     /// reasoning, cards as calls run. Ctrl-C cancels the running turn (not the session),
     /// Ctrl-D ends the session. Each `bash` call is asked about first unless --no-ask.
     Chat(ChatOptions),
+    /// Continue a session of the store (see `sessions list`): its history, a prompt if given
+    /// (else the notices waiting for the model), and the options of run. --fork continues a
+    /// new session seeded with its history instead.
+    Resume(ResumeOptions),
+    /// List or prune the sessions of the store.
+    Sessions {
+        /// What to do.
+        #[command(subcommand)]
+        action: SessionsCommand,
+    },
     /// Print the cards of a session log (--json: one card JSON per line).
     Replay {
         /// The session log (JSONL), as written by `run --log`.
@@ -68,6 +95,39 @@ pub(crate) enum Command {
     /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
     /// cancellation), in the current directory, until the client disconnects.
     Mcp,
+}
+
+/// The subcommands of `sessions`.
+#[derive(Debug, PartialEq, Eq, Subcommand)]
+pub(crate) enum SessionsCommand {
+    /// List the sessions: id, started, state, turns, size, last activity, working directory.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the sessions idle for longer than --older-than (default: --retention), never
+    /// one in use.
+    Prune {
+        /// The idle time after which a session goes (`30d`, `12h`, `0` for all).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        older_than: Option<Duration>,
+    },
+}
+
+/// The options of `resume`.
+#[derive(Debug, PartialEq, Eq, Args)]
+#[command(after_help = EXIT_STATUS)]
+pub(crate) struct ResumeOptions {
+    /// The session to continue.
+    #[arg(value_name = "ID")]
+    pub(crate) id: String,
+    /// Start a new session seeded with this one's history; this one is left as it is.
+    #[arg(long)]
+    pub(crate) fork: bool,
+    /// The session's options (--cwd defaults to the session's).
+    #[command(flatten)]
+    pub(crate) run: RunOptions,
 }
 
 /// The options of `run`.
@@ -117,6 +177,12 @@ pub(crate) struct RunOptions {
     /// working directory; may be repeated.
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Vec<String>,
+    /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
+    /// directory), `workspace-write` (also the working directory) or `off`. In both confined
+    /// modes the network is denied. Default: `workspace-write` where this system supports it,
+    /// otherwise `off` with a warning. Recorded in `session/start`.
+    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
+    pub(crate) sandbox: Option<String>,
     /// How long to wait, once the session has ended, for background jobs still running
     /// (`90s`, `5m`, `1h 30m`; `0` stops them at once). Jobs stopped this way make the exit
     /// status 4.
@@ -210,6 +276,7 @@ mod tests {
             json: false,
             no_background: false,
             mcp_config: Vec::new(),
+            sandbox: None,
             wait_jobs: Duration::from_secs(300),
             prompt: Vec::new(),
         }
@@ -226,6 +293,37 @@ mod tests {
                 mcp_config: vec!["a.json".into(), "b.json".into()],
                 ..defaults()
             })
+        );
+        assert_eq!(
+            command("sessions list --json"),
+            Some(Command::Sessions {
+                action: SessionsCommand::List { json: true }
+            })
+        );
+        assert_eq!(
+            command("sessions prune --older-than 30d"),
+            Some(Command::Sessions {
+                action: SessionsCommand::Prune {
+                    older_than: Some(Duration::from_secs(30 * 86_400))
+                }
+            })
+        );
+        assert_eq!(
+            command("resume 20261201-000000-000-00000001-000001 --fork --script s.json go on"),
+            Some(Command::Resume(ResumeOptions {
+                id: "20261201-000000-000-00000001-000001".into(),
+                fork: true,
+                run: RunOptions {
+                    script: Some("s.json".into()),
+                    prompt: vec!["go".into(), "on".into()],
+                    ..defaults()
+                },
+            }))
+        );
+        let cli = parse_words("--session-dir /tmp/s run --retention 2h").unwrap();
+        assert_eq!(
+            (cli.session_dir.as_deref(), cli.retention),
+            (Some("/tmp/s"), Duration::from_secs(7200))
         );
         assert_eq!(
             command("schemas --strict"),
@@ -331,9 +429,31 @@ mod tests {
                 "{text}"
             );
         }
-        let error = parse_words("run --wait-jobs soon").unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::ValueValidation);
-        assert!(error.to_string().contains("`90s`"), "{error}");
+        // The largest wait humantime counts is accepted; `settle_background` treats a wait the
+        // clock cannot add as one without an end.
+        let cli = parse(["dsh-agent", "run", "--wait-jobs", "500000000000years"]).unwrap();
+        let Some(Command::Run(options)) = cli.command else {
+            panic!("{:?}", cli.command);
+        };
+        assert_eq!(
+            options.wait_jobs,
+            Duration::from_secs(500_000_000_000 * 31_557_600)
+        );
+        for text in [
+            "soon",
+            "",
+            " ",
+            "-5s",
+            "5",
+            "00",
+            "1e3s",
+            "99999999999999years",
+        ] {
+            let flag = format!("--wait-jobs={text}");
+            let error = parse(["dsh-agent", "run", flag.as_str()]).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::ValueValidation, "{text:?}");
+            assert!(error.to_string().contains("`90s`"), "{text:?}: {error}");
+        }
     }
 
     /// The offending argument an error names, and the suggestion, if any.
@@ -356,7 +476,12 @@ mod tests {
             (
                 "rum",
                 ErrorKind::InvalidSubcommand,
-                (Some("rum"), Some("run")),
+                (Some("rum"), Some("run resume")),
+            ),
+            (
+                "sessions lsit",
+                ErrorKind::InvalidSubcommand,
+                (Some("lsit"), Some("list")),
             ),
             (
                 "run --script",

@@ -4,8 +4,10 @@
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION]
-//!                       [--mcp-config FILE]… [--] [PROMPT…]
+//!                       [--sandbox read-only|workspace-write|off] [--mcp-config FILE]… [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] resume ID [--fork] [the options of run] [--] [PROMPT…]
+//! dsh-agent [-v|-q] sessions list [--json] | sessions prune [--older-than DURATION]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
@@ -16,7 +18,9 @@
 //! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
 //! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
 //! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
-//! per line typed, streaming the model's text, until the end of input. `--help` on any
+//! per line typed, streaming the model's text, until the end of input. Sessions live in a
+//! store (`--session-dir`, `DSH_SESSION_DIR`, else the XDG state directory; see `sessions`):
+//! `resume` continues one, `sessions list` and `sessions prune` manage them. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
 mod approval;
@@ -25,13 +29,14 @@ mod logging;
 mod mcp;
 mod output;
 mod render;
+mod sessions;
 
 use agent_loop::{
     Agent, AgentDirectory, CardTracker, EventRecord, LOG_WRITE_FAILED, LogEntry, ModelAdapter,
-    SessionEvent, SessionLog, TurnEndReason,
+    SessionEndReason, SessionEvent, SessionLog, TurnEndReason,
 };
 use anyhow::{Context, Result};
-use cli::{ChatOptions, Command, RunOptions};
+use cli::{ChatOptions, Command, ResumeOptions, RunOptions, SessionsCommand};
 use dsh_tools::jobs::{JobRuntime, JobSnapshot, JobsConfig, NoticeDelivery};
 use dsh_tools::{ToolRegistry, ToolSchema};
 use mock_adapter::MockAdapter;
@@ -43,7 +48,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
+use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor, ShellExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
 /// completion notice and `job_output`.
@@ -103,9 +108,13 @@ fn main() -> ExitCode {
         }
     };
     logging::install(cli.verbose, cli.quiet);
+    let store = Store {
+        dir: cli.session_dir,
+        retention: cli.retention,
+    };
     let outcome = match cli.command {
         None => output::text(&cli::help()).map_err(Failure::from),
-        Some(command) => execute(command),
+        Some(command) => execute(command, &store),
     };
     finish(outcome)
 }
@@ -124,16 +133,62 @@ fn finish(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
+            // The reason may quote the model or a tool (a provider's error text): escaped like
+            // everything else that reaches the terminal.
             if !failure.message.is_empty() {
-                output::say(&format!("dsh-agent: {}", failure.message));
+                output::say(&format!(
+                    "dsh-agent: {}",
+                    presenters::escape_controls(&failure.message)
+                ));
             }
             ExitCode::from(failure.status)
         }
     }
 }
 
-fn execute(command: Command) -> Result<(), Failure> {
+/// The session store options, global to every subcommand.
+struct Store {
+    dir: Option<String>,
+    retention: Duration,
+}
+
+impl Store {
+    fn open(&self) -> Result<agent_loop::FsSessionStore, Failure> {
+        sessions::store(self.dir.as_deref())
+    }
+}
+
+fn execute(command: Command, store: &Store) -> Result<(), Failure> {
+    let block_on = |session: std::pin::Pin<Box<dyn std::future::Future<Output = _>>>| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let ended = runtime.block_on(session);
+        // A chat ended by SIGTERM leaves a thread blocked reading stdin; the program must not
+        // wait for a line nobody will type.
+        runtime.shutdown_timeout(Duration::from_millis(200));
+        ended
+    };
     match command {
+        Command::Sessions { action } => {
+            let sessions = store.open()?;
+            match action {
+                SessionsCommand::List { json } => sessions::list(&sessions, json),
+                SessionsCommand::Prune { older_than } => {
+                    sessions::prune(&sessions, older_than.unwrap_or(store.retention))
+                }
+            }
+        }
+        Command::Resume(ResumeOptions { id, fork, run }) => {
+            let start = if fork {
+                sessions::Start::Fork(id)
+            } else {
+                sessions::Start::Resume(id)
+            };
+            block_on(Box::pin(self::run(run, Mode::Once, store, start)))
+        }
         Command::Schemas { strict } => {
             let (registry, _) = registry(true);
             let schemas: Vec<ToolSchema> = if strict {
@@ -162,36 +217,102 @@ fn execute(command: Command) -> Result<(), Failure> {
         }
         Command::Replay { log, json } => replay(&log, json),
         Command::Mcp => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
             let (registry, jobs) = registry(true);
-            Ok(runtime.block_on(mcp::serve(registry, jobs))?)
+            block_on(Box::pin(async move {
+                mcp::serve(registry, jobs).await.map_err(Failure::from)
+            }))
         }
-        Command::Run(options) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(run(options, Mode::Once))
-        }
+        Command::Run(options) => block_on(Box::pin(run(
+            options,
+            Mode::Once,
+            store,
+            sessions::Start::New,
+        ))),
         Command::Chat(ChatOptions { mut run, no_ask }) => {
             run.ask = !no_ask;
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?;
-            runtime.block_on(self::run(run, Mode::Chat))
+            block_on(Box::pin(self::run(
+                run,
+                Mode::Chat,
+                store,
+                sessions::Start::New,
+            )))
         }
     }
 }
 
-/// The registry of the built-in tools, and the jobs runtime behind them.
+/// The registry of the built-in tools over an unconfined shell, and the jobs runtime behind
+/// them.
 fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
+    registry_with(background, Arc::new(LocalExecutor::default()))
+}
+
+/// The bash tool's executor for `--sandbox`, and what `session/start` records of it. An
+/// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
+/// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's).
+fn shell_executor(
+    choice: Option<&str>,
+    cwd: &Path,
+    spill_dir: &Path,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), Failure> {
+    let mut config = LocalConfig::default();
+    config.spill_dir = Some(spill_dir.to_path_buf());
+    let off = |why: Option<String>| {
+        let mut report = serde_json::json!({"mode": "off"});
+        if let Some(why) = why {
+            report["reason"] = why.into();
+        }
+        (
+            Arc::new(LocalExecutor::new(config.clone())) as Arc<dyn ShellExecutor>,
+            report,
+        )
+    };
+    let mode = match choice {
+        Some("off") => return Ok(off(None)),
+        Some("read-only") => "read-only",
+        _ => "workspace-write",
+    };
+    match sandboxed(mode, cwd, config.clone()) {
+        Ok(confined) => Ok(confined),
+        Err(why) if choice.is_none() => {
+            eprintln!("warning: the shell sandbox is off: {why}");
+            Ok(off(Some(why)))
+        }
+        Err(why) => Err(Failure::new(2, format!("--sandbox {mode}: {why}"))),
+    }
+}
+
+/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root.
+#[cfg(target_os = "linux")]
+fn sandboxed(
+    mode: &str,
+    cwd: &Path,
+    config: LocalConfig,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+    use tool_bash::sandbox::{SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor};
+    let mode = if mode == "read-only" {
+        SandboxMode::ReadOnly
+    } else {
+        SandboxMode::WorkspaceWrite
+    };
+    let policy = SandboxPolicy::new(mode).with_workspace_root(cwd);
+    let executor = SandboxedExecutor::new(policy, SandboxBackend::Landlock, config)
+        .map_err(|e| e.to_string())?;
+    let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
+    Ok((Arc::new(executor), report))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn sandboxed(
+    _mode: &str,
+    _cwd: &Path,
+    _config: LocalConfig,
+) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+    Err(String::from("the shell sandbox needs Linux (Landlock)"))
+}
+
+/// The registry of the built-in tools with `executor` under `bash`, and the jobs runtime
+/// behind them.
+fn registry_with(background: bool, executor: Arc<dyn ShellExecutor>) -> (ToolRegistry, JobRuntime) {
     let registry = ToolRegistry::new();
     let jobs = JobRuntime::new(JobsConfig {
         delivery: NoticeDelivery::Wakeup {
@@ -199,7 +320,7 @@ fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
         },
         ..JobsConfig::default()
     });
-    let mut bash = BashPlugin::new(Arc::new(LocalExecutor::default()));
+    let mut bash = BashPlugin::new(executor);
     if background {
         bash = bash.with_jobs(jobs.clone());
     }
@@ -440,25 +561,65 @@ async fn converse(agent: &Agent, first: Option<String>, style: Style) -> Result<
     }
 }
 
-async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
+async fn run(
+    options: RunOptions,
+    mode: Mode,
+    store: &Store,
+    start: sessions::Start,
+) -> Result<(), Failure> {
+    // First, so a signal from now on ends the session the recorded way.
+    let mut interrupts = sessions::Interrupts::catch(mode == Mode::Chat);
+    let interrupted = interrupts.token.clone();
     let model = select_model(&options)?;
-    let (registry, jobs) = registry(!options.no_background);
+    let store_dir = store.open()?;
+    sessions::prune_at_start(&store_dir, store.retention);
+    let given_cwd = match &options.cwd {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None if matches!(start, sessions::Start::New) => Some(
+            std::env::current_dir()
+                .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
+        ),
+        None => None,
+    };
+    if let Some(cwd) = &given_cwd
+        && !cwd.is_dir()
+    {
+        return Err(Failure::new(
+            2,
+            format!("--cwd {}: not a directory", cwd.display()),
+        ));
+    }
+    let opened = sessions::open(
+        &store_dir,
+        &start,
+        given_cwd.as_deref().unwrap_or(Path::new(".")),
+    )?;
+    let resumed_log = opened.log;
+    let lease = opened.lease;
+    let cwd = match given_cwd {
+        Some(cwd) => cwd,
+        None => resumed_log
+            .as_ref()
+            .and_then(sessions::recorded_cwd)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    if !cwd.is_dir() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "the session's working directory {} is gone (give another with --cwd)",
+                cwd.display()
+            ),
+        ));
+    }
+    let (executor, sandbox) = shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())?;
+    let (registry, jobs) = registry_with(!options.no_background, executor);
     if options.ask {
         let cards_on_terminal =
             !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());
         approval::install(&registry, cards_on_terminal)
             .context("installing the --ask approvals")?;
-    }
-    let cwd = match &options.cwd {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
-    };
-    if !cwd.is_dir() {
-        return Err(Failure::new(
-            2,
-            format!("--cwd {}: not a directory", cwd.display()),
-        ));
     }
     let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config)
         .await
@@ -509,7 +670,18 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     if let Model::Remote(_) = &model {
         builder = builder.system_prompt(system_prompt(&options, &registry, &cwd)?);
     }
-    let mut builder = builder.cwd(cwd).jobs(jobs.clone()).subscriber(printer);
+    let mut builder = builder
+        .cwd(cwd)
+        .jobs(jobs.clone())
+        .sandbox(sandbox)
+        .subscriber(printer)
+        .session_id(lease.id())
+        .log(lease.log_path());
+    // A resumed run without a prompt gives the notices waiting (a lost job's) their turn.
+    let resuming = resumed_log.is_some();
+    if let Some(log) = resumed_log {
+        builder = builder.resume(log);
+    }
     if let Some(log) = &options.log {
         builder = builder.log(log);
     }
@@ -520,42 +692,81 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));
     let _stop_watch = cancel_when_stdout_closes(&agent);
+    let _interrupt_watch = cancel_when_interrupted(&agent, &interrupted);
+    tracing::info!(session = %lease.id(), dir = %store_dir.root().display(), "session");
 
     let first = match mode {
+        Mode::Once if resuming && options.prompt.is_empty() => {
+            // Nothing new from the user: the notices waiting (a lost job's) get their turn.
+            let pending = until_interrupted(&agent, &interrupted, agent.run_pending())
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(pending.map_or(TurnEndReason::Completed, |outcome| outcome.reason))
+        }
         Mode::Once => {
             let prompt = if options.prompt.is_empty() {
                 DEMO_PROMPT.to_owned()
             } else {
                 options.prompt.join(" ")
             };
-            Some(
-                agent
-                    .run(prompt)
-                    .await
-                    .map_err(|e| Failure::new(1, e.to_string()))?
-                    .reason,
-            )
+            let outcome = until_interrupted(&agent, &interrupted, agent.run(prompt))
+                .await
+                .map_err(|e| Failure::new(1, e.to_string()))?;
+            interrupts.release_sigint();
+            Some(outcome.reason)
         }
         Mode::Chat => {
             let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
-            converse(&agent, prompt, style).await?;
+            let conversation = converse(&agent, prompt, style);
+            tokio::pin!(conversation);
+            tokio::select! {
+                ended = &mut conversation => ended?,
+                // The watch cancelled the running turn; once it has closed, the session ends.
+                () = async { interrupted.cancelled().await; agent.wait_idle().await } => {}
+            }
             None
         }
     };
-    // Background work may still be running; its notices open turns of their own.
-    let stopped = settle_background(
-        &agent,
-        &directory,
-        &jobs,
-        options.wait_jobs,
-        output::closed().clone(),
-    )
-    .await;
+    // Background work may still be running; its notices open turns of their own. A signal
+    // stops the wait as a closed stdout does.
+    let stop = CancellationToken::new();
+    let _stop_wait = {
+        let stop = stop.clone();
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = output::closed().cancelled() => {}
+                () = interrupted.cancelled() => {}
+            }
+            stop.cancel();
+        })
+    };
+    let stopped = settle_background(&agent, &directory, &jobs, options.wait_jobs, stop).await;
     directory.wait_woken().await;
     agent.wait_idle().await;
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
     agent.dispose().await;
     jobs.teardown().await;
+    // The session's last line, written whole before the lease (the lock) goes.
+    if interrupted.is_cancelled() {
+        agent.end_session(SessionEndReason::Interrupted);
+        drop(lease);
+        return Err(Failure::new(
+            130,
+            "interrupted: the session was ended (continue it with `dsh-agent resume ID`, ID from `dsh-agent sessions list`)",
+        ));
+    }
+    let failed = {
+        let ending = ending.lock().unwrap_or_else(|e| e.into_inner());
+        ending.model_error.is_some() || ending.last_reason == Some(TurnEndReason::Error)
+    };
+    agent.end_session(if failed {
+        SessionEndReason::Failed
+    } else {
+        SessionEndReason::Completed
+    });
+    drop(lease);
     if let Some(servers) = mcp_servers {
         servers.shutdown().await;
     }
@@ -586,6 +797,38 @@ async fn run(options: RunOptions, mode: Mode) -> Result<(), Failure> {
     } else {
         Err(Failure::new(JOBS_STOPPED_STATUS, ""))
     }
+}
+
+/// Runs `turn`, cancelling it once `interrupted` fires, even if that happened before it began.
+async fn until_interrupted<T>(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+    turn: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(turn);
+    tokio::select! {
+        // The turn first: its first poll begins it, so the cancellation below reaches it.
+        biased;
+        ended = &mut turn => ended,
+        () = interrupted.cancelled() => {
+            agent.cancel_turn();
+            turn.await
+        }
+    }
+}
+
+/// Cancels the agent's turn at a caught signal (see [`sessions::Interrupts`]), whichever turn
+/// runs then. The task ends with the runtime.
+fn cancel_when_interrupted(
+    agent: &Agent,
+    interrupted: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let agent = agent.clone();
+    let interrupted = interrupted.clone();
+    tokio::spawn(async move {
+        interrupted.cancelled().await;
+        agent.cancel_turn();
+    })
 }
 
 /// Cancels the agent's turn once stdout fails; the stdout guard in [`registry`] refuses every
@@ -683,7 +926,9 @@ async fn settle_background(
             return still;
         }
         let first = deadline.is_none();
-        let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + wait);
+        // A wait too long for the clock to count (`--wait-jobs 500000000000y`) has no end.
+        let deadline =
+            *deadline.get_or_insert_with(|| tokio::time::Instant::now().checked_add(wait));
         if interrupt.is_none() && !wait.is_zero() {
             interrupt =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
@@ -693,10 +938,11 @@ async fn settle_background(
             .filter(|job| announced.insert(job.id.to_string()))
             .collect();
         if !new.is_empty() {
-            let left = if first {
-                wait
-            } else {
-                deadline.saturating_duration_since(tokio::time::Instant::now())
+            let left = match deadline {
+                Some(deadline) if !first => {
+                    deadline.saturating_duration_since(tokio::time::Instant::now())
+                }
+                _ => wait,
             };
             output::say(&announcement(&new, left, wait));
         }
@@ -711,9 +957,15 @@ async fn settle_background(
                     None => std::future::pending().await,
                 }
             };
+            let ran_out = async {
+                match deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            };
             let why = tokio::select! {
                 _ = settled => continue,
-                () = tokio::time::sleep_until(deadline) => "the wait ran out",
+                () = ran_out => "the wait ran out",
                 _ = interrupted => "interrupted",
                 () = stop.cancelled() => "stdout is closed",
             };
@@ -752,7 +1004,7 @@ fn announcement(jobs: &[&JobSnapshot], left: Duration, wait: Duration) -> String
         return format!("{still}; stopping {} now ({why})", them(jobs.len()));
     }
     // Whole milliseconds, in the syntax `--wait-jobs` takes.
-    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let left = Duration::new(left.as_secs(), left.subsec_millis() * 1_000_000);
     format!(
         "{still}; waiting up to {} for {} (Ctrl-C stops {} now; --wait-jobs sets the wait)",
         humantime::format_duration(left),

@@ -74,6 +74,7 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
             session_id,
             cwd,
             tools,
+            ..
         } => style.dim(&escape_controls(&format!(
             "session {session_id} in {cwd}; tools: {}",
             tools.join(", ")

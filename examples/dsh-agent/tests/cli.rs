@@ -16,6 +16,11 @@ fn dsh_agent(args: &[&str], stdin: Option<&str>) -> Output {
     command
         .args(args)
         .env("NO_COLOR", "1")
+        // The tests' store, never the user's home.
+        .env(
+            "DSH_SESSION_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions"),
+        )
         .env_remove("DSH_MODEL")
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -66,7 +71,7 @@ fn the_demo_runs_every_stage_and_exits_zero() {
     assert_eq!(text.matches("— turn ended: completed").count(), 2, "{text}");
 }
 
-const EVENT_TYPES: [&str; 11] = [
+const EVENT_TYPES: [&str; 13] = [
     "session/start",
     "user/message",
     "model/request",
@@ -75,8 +80,10 @@ const EVENT_TYPES: [&str; 11] = [
     "tool/result",
     "context/inject",
     "context/undelivered",
+    "job/start",
     "job/end",
     "turn/end",
+    "session/end",
     "error",
 ];
 
@@ -102,8 +109,10 @@ fn json_output_is_one_event_per_line_of_the_documented_types() {
         "tool/call",
         "tool/result",
         "context/inject",
+        "job/start",
         "job/end",
         "turn/end",
+        "session/end",
     ] {
         assert!(seen.contains(kind), "no {kind} event");
     }

@@ -7,12 +7,14 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{bash_step, run, run_with, scratch, stderr, stdout, text_step, write_script};
 
-const SUBCOMMANDS: [&str; 4] = ["run", "replay", "schemas", "sdk"];
+const SUBCOMMANDS: [&str; 7] = [
+    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk",
+];
 
 #[test]
 fn every_subcommand_has_help_on_stdout_with_status_zero() {
@@ -63,7 +65,10 @@ fn version_prints_the_package_version() {
 #[test]
 fn usage_errors_exit_two_naming_the_mistake_and_suggesting_a_fix() {
     for (args, expected) in [
-        (&["rum"][..], "tip: a similar subcommand exists: 'run'"),
+        (
+            &["rum"][..],
+            "tip: some similar subcommands exist: 'run', 'resume'",
+        ),
         (
             &["run", "--jsno"][..],
             "tip: a similar argument exists: '--json'",
@@ -169,79 +174,6 @@ fn diagnostics_go_to_stderr_filtered_by_rust_log_and_the_flags() {
 }
 
 #[test]
-fn a_reader_that_goes_away_ends_the_run_quietly_and_starts_no_more_commands() {
-    let dir = scratch();
-    let (ready, gate) = (dir.path().join("ready"), dir.path().join("gate"));
-    let made = std::process::Command::new("mkfifo")
-        .args([&ready, &gate])
-        .status()
-        .unwrap();
-    assert!(made.success());
-    // The first command says it runs, then waits at the gate until this test has closed
-    // stdout; the second must never run.
-    let steps = json!([
-        bash_step("c1", "echo > ready; read line < gate", "Wait at the gate"),
-        bash_step("c2", "touch second", "Start a second command"),
-        text_step("Done."),
-    ]);
-    let script = write_script(dir.path(), steps);
-    let mut child = support::command(
-        &[
-            "run",
-            "--json",
-            "--script",
-            script.to_str().unwrap(),
-            "--cwd",
-            dir.path().to_str().unwrap(),
-        ],
-        &[],
-    )
-    .spawn()
-    .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut first = [0u8; 10];
-    out.read_exact(&mut first).unwrap();
-    assert_eq!(first[0], b'{');
-    // Opening `ready` for reading waits for the command to open it for writing: every event
-    // up to the command's start is written by then.
-    std::fs::read(&ready).unwrap();
-    // `head -c 10` has what it wanted and exits: the next write fails.
-    drop(out);
-    // Opening the gate for writing waits for the command to open it for reading.
-    let opener = {
-        let gate = gate.clone();
-        std::thread::spawn(move || {
-            let mut gate = std::fs::OpenOptions::new().write(true).open(gate)?;
-            gate.write_all(b"go\n")
-        })
-    };
-    let mut errors = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut errors)
-        .unwrap();
-    let status = child.wait().unwrap();
-    // Had the command been stopped before it read the gate, the opener would still wait for
-    // a reader: a read-write open of a FIFO never blocks and releases it.
-    drop(
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&gate)
-            .unwrap(),
-    );
-    opener.join().unwrap().unwrap();
-    assert_eq!(errors, "", "a closed stdout is not an error to report");
-    assert_eq!(status.code(), Some(141));
-    assert!(
-        !dir.path().join("second").exists(),
-        "a command started after stdout closed"
-    );
-}
-
-#[test]
 fn the_demo_piped_into_head_ends_quietly() {
     let output = std::process::Command::new("bash")
         .args([
@@ -251,6 +183,7 @@ fn the_demo_piped_into_head_ends_quietly() {
             r#""$0" run --json | head -c 10; echo " status ${PIPESTATUS[0]}" >&2"#,
             env!("CARGO_BIN_EXE_dsh-agent"),
         ])
+        .env("DSH_SESSION_DIR", support::SESSION_DIR)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
@@ -340,23 +273,24 @@ fn jobs_left_running_are_named_at_once_and_stopped_when_the_wait_runs_out() {
     );
 }
 
-#[test]
-fn ctrl_c_during_the_wait_stops_the_jobs() {
+/// Waits with `--wait-jobs wait` for the job [`background_script`] leaves running, checks that
+/// the announcement came at once (it starts with `announced`), interrupts the wait with
+/// Ctrl-C and checks that the job was stopped.
+fn ctrl_c_stops_a_wait_of(wait: &str, announced: &str) {
     let dir = scratch();
     let script = background_script(dir.path());
     let started = Instant::now();
-    let mut child = support::command(&["run", "--script", &script, "--wait-jobs", "1h"], &[])
+    let mut child = support::command(&["run", "--script", &script, "--wait-jobs", wait], &[])
         .spawn()
         .unwrap();
     let mut errors = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     errors.read_line(&mut line).unwrap();
     // Said while the job still runs, not after the wait.
-    assert_eq!(
-        line,
-        format!(
-            "{STILL_RUNNING}; waiting up to 1h for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n"
-        )
+    assert!(line.starts_with(announced), "{wait}: {line}");
+    assert!(
+        line.ends_with(" for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n"),
+        "{wait}: {line}"
     );
     let sent = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -367,9 +301,24 @@ fn ctrl_c_during_the_wait_stops_the_jobs() {
     errors.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(
-        rest,
-        "dsh-agent: stopping 1 background job (interrupted): bash-1\n"
+        rest, "dsh-agent: stopping 1 background job (interrupted): bash-1\n",
+        "{wait}"
     );
-    assert_eq!(status.code(), Some(4));
-    assert!(started.elapsed() < Duration::from_secs(25));
+    assert_eq!(status.code(), Some(4), "{wait}");
+    assert!(started.elapsed() < Duration::from_secs(25), "{wait}");
+}
+
+#[test]
+fn ctrl_c_during_the_wait_stops_the_jobs() {
+    ctrl_c_stops_a_wait_of("1h", &format!("{STILL_RUNNING}; waiting up to 1h for it"));
+}
+
+/// A wait longer than the clock can count (the largest humantime takes) is a wait without
+/// an end, not an overflow.
+#[test]
+fn a_wait_too_long_to_count_waits_until_ctrl_c() {
+    ctrl_c_stops_a_wait_of(
+        "500000000000years",
+        &format!("{STILL_RUNNING}; waiting up to 500000000000years"),
+    );
 }

@@ -89,6 +89,7 @@ fn a_model_turn_runs_a_bash_call_the_server_asked_for_and_ends_on_its_second_ans
             "model/request",
             "assistant/message",
             "turn/end",
+            "session/end",
         ]
     );
     let call = &events[4];

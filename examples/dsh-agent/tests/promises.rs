@@ -11,6 +11,11 @@ fn dsh_agent(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dsh-agent"))
         .args(args)
         .env("NO_COLOR", "1")
+        // The tests' store, never the user's home.
+        .env(
+            "DSH_SESSION_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions"),
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -138,6 +143,50 @@ fn a_log_that_cannot_be_written_fails_the_run() {
         verdict.starts_with(
             "dsh-agent: cannot start the agent: cannot write the session log /dev/full: No space left on device"
         ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// The log is a FIFO whose reader takes the first line and goes away; the command the
+/// session runs ends only then, so its result is written to a pipe nobody reads.
+#[test]
+fn a_log_that_fails_mid_session_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("session.jsonl");
+    let made = Command::new("mkfifo").arg(&log).status().unwrap();
+    assert!(made.success());
+    // Another process, so no copy of the read end stays in this one.
+    let mut reader = Command::new("sh")
+        .args(["-c", "head -n 1 session.jsonl > first && touch go"])
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    let script = json!({ "steps": [
+        { "toolCalls": [ { "id": "c1", "name": "bash", "arguments": {
+            "command": "while [ ! -e go ]; do sleep 0.01; done",
+            "description": "Wait for the log's reader to go" } } ] },
+        { "text": "Done." },
+    ] });
+    let script = write(dir.path(), "script.json", &script.to_string());
+    let output = dsh_agent(&[
+        "run",
+        "--cwd",
+        dir.path().to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(reader.wait().unwrap().success());
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let first = std::fs::read_to_string(dir.path().join("first")).unwrap();
+    assert!(first.contains(r#""type":"session/start""#), "{first}");
+    assert!(
+        stderr(&output).ends_with(&format!(
+            "dsh-agent: cannot write the session log {}: Broken pipe (os error 32)\n",
+            log.display()
+        )),
         "{}",
         stderr(&output)
     );

@@ -89,6 +89,115 @@ fn hostile_output_and_arguments_reach_the_terminal_escaped() {
     );
 }
 
+/// What the program itself says on stderr quotes text from the model and the tools too: a
+/// model's error, a background job's command, a notice no turn took. None of it reaches the
+/// terminal raw.
+#[test]
+fn hostile_text_in_errors_and_job_names_reaches_stderr_escaped() {
+    let dir = scratch();
+    let steps = json!([
+        { "toolCalls": [ {
+            "id": "c1",
+            "name": "bash",
+            "arguments": {
+                "command": "sleep 30 # \u{1b}]0;owned\u{7}",
+                "description": "Sleep \u{202e}",
+                "run_in_background": true
+            }
+        } ] },
+        { "error": "the server said \u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}2J\u{202e}" },
+    ]);
+    let script = write_script(dir.path(), steps);
+    let output = run(&[
+        "run",
+        "--script",
+        script.to_str().unwrap(),
+        "--wait-jobs",
+        "0",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let errors = stderr(&output);
+    assert_eq!(controls_in(&errors), Vec::<char>::new(), "{errors}");
+    assert_eq!(
+        errors,
+        "dsh-agent: 1 background job still running after the session: bash-1 (sleep 30 # \\x1b]0;owned\\x07); stopping it now (--wait-jobs 0)\n\
+         dsh-agent: the server said \\x1b]52;c;cm0gLXJmIH4=\\x07\\u{9b}2J\\u{202e}\n"
+    );
+    assert_eq!(controls_in(&stdout(&output)), Vec::<char>::new());
+}
+
+/// Control characters reach the terminal by other roads than a command's output: a tool's
+/// name (an unknown tool the model made up), the notice and the end line of a background job
+/// whose command carries them, a call id. `run` and `replay` escape them all.
+#[test]
+fn hostile_tool_names_notices_and_job_lines_reach_the_terminal_escaped() {
+    let dir = scratch();
+    let steps = json!([
+        { "toolCalls": [
+            { "id": "c1\u{1b}[2J", "name": "ev\u{1b}]0;t\u{7}il\u{9b}", "arguments": { "x": 1 } },
+            { "id": "c2", "name": "bash", "arguments": {
+                "command": "while [ ! -e go ]; do sleep 0.01; done # \u{1b}]52;c;AA\u{7}\u{202e}",
+                "description": "Quick",
+                "run_in_background": true
+            } },
+        ] },
+        text_step("Started."),
+        text_step("Seen."),
+    ]);
+    let script = write_script(dir.path(), steps);
+    let log = dir.path().join("session.jsonl");
+    let mut child = support::command(
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .spawn()
+    .unwrap();
+    // The job ends once the first turn has: its notice then opens a turn of its own, which
+    // answers with the script's last step.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut live = String::new();
+    while !live.contains("— turn ended") {
+        assert_ne!(
+            std::io::BufRead::read_line(&mut out, &mut live).unwrap(),
+            0,
+            "{live}"
+        );
+    }
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    std::io::Read::read_to_string(&mut out, &mut live).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(controls_in(&live), Vec::<char>::new(), "{live}");
+    assert_eq!(controls_in(&stderr(&output)), Vec::<char>::new());
+    for expected in [
+        r"▶ ev\x1b]0;t\x07il\u{9b}",
+        r"  Error: unknown tool `ev\x1b]0;t\x07il\u{9b}`; available tools: bash, job_kill, job_list, job_output",
+        r"• job bash-1 ended: completed (exit code: 0)",
+        r"• notice from bash: background job bash-1 (bash: while [ ! -e go ]; do sleep 0.01; done # \x1b]52;c;AA\x07\u{202e}) finished [status: completed, exit code: 0]. Read its output with job_output.",
+    ] {
+        assert!(
+            live.lines().any(|l| l == expected),
+            "no line {expected:?} in:\n{live}"
+        );
+    }
+    let replayed = run(&["replay", log.to_str().unwrap()]);
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    let text = stdout(&replayed);
+    assert_eq!(controls_in(&text), Vec::<char>::new(), "{text}");
+    assert!(
+        text.lines().any(|l| l == r"▶ ev\x1b]0;t\x07il\u{9b}"),
+        "replay:\n{text}"
+    );
+}
+
 #[test]
 fn the_events_keep_what_the_command_printed() {
     let dir = scratch();

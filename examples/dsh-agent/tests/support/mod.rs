@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The session store of the tests: under the target directory, never the user's home.
+pub const SESSION_DIR: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions");
+
 /// `dsh-agent <args>` with a clean environment for logging and colour (`NO_COLOR=1`, no
 /// `RUST_LOG`, no `CLICOLOR*`, no `DSH_MODEL`), then `env` on top; stdin is `stdin` or empty.
 pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
@@ -12,6 +15,8 @@ pub fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     command
         .args(args)
         .env("NO_COLOR", "1")
+        .env("DSH_SESSION_DIR", SESSION_DIR)
+        .env_remove("DSH_SESSION_RETENTION")
         .env_remove("RUST_LOG")
         .env_remove("DSH_MODEL")
         .env_remove("CLICOLOR")

@@ -1,0 +1,823 @@
+//! Sessions that outlive the process: a [`SessionStore`] keeps each session's event log and
+//! spill files together, one writer at a time, so a session can be listed, resumed, forked
+//! and pruned later. [`FsSessionStore`] is the file-system implementation.
+//!
+//! A session directory (`0700`) holds:
+//!
+//! - `session.json`: the id, when it started, its working directory, and the session it was
+//!   forked from;
+//! - `events.jsonl`: the append-only event log (`0600`), one [`EventRecord`] per line;
+//! - `spill/`: the spill directory (`0700`, files `0600`) to point the shell executor at, so
+//!   the `full output` paths given to the model stay valid after the process exits;
+//! - `lock`: the writer's lock, naming its PID.
+
+use crate::event::{EventRecord, SessionEndReason, SessionEvent};
+use crate::log::{LogEntry, LogReadError, SessionLog};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// The event log's file name in a session directory.
+pub const EVENTS_FILE: &str = "events.jsonl";
+/// The spill directory's name in a session directory.
+pub const SPILL_DIR: &str = "spill";
+const META_FILE: &str = "session.json";
+const LOCK_FILE: &str = "lock";
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another live process holds the session.
+    #[error("session {id} is in use by PID {pid}")]
+    SessionInUse {
+        /// The session.
+        id: String,
+        /// The process holding it.
+        pid: u32,
+    },
+    /// No such session.
+    #[error("no session {id} in {}", root.display())]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The store's directory.
+        root: PathBuf,
+    },
+    /// The text cannot be a session id (ids are letters, digits, `.`, `_` and `-`, not
+    /// starting with `.`).
+    #[error("`{id}` is not a session id")]
+    InvalidId {
+        /// The text given.
+        id: String,
+    },
+    /// A file or directory of the store could not be used.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The event log could not be read.
+    #[error("cannot read the log of session {id}: {source}")]
+    Log {
+        /// The session.
+        id: String,
+        /// Why.
+        source: LogReadError,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A session this process holds: where its log and spill files go. The session stays locked
+/// until the lease is dropped.
+pub struct SessionLease {
+    id: String,
+    log_path: PathBuf,
+    spill_dir: PathBuf,
+    /// What keeps the session locked (the locked file, for [`FsSessionStore`]); released when
+    /// dropped.
+    _hold: Box<dyn Send + Sync>,
+}
+
+impl fmt::Debug for SessionLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionLease")
+            .field("id", &self.id)
+            .field("log_path", &self.log_path)
+            .field("spill_dir", &self.spill_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionLease {
+    /// A lease for a store of a host's own: `hold` keeps the session locked while it lives.
+    pub fn new(
+        id: impl Into<String>,
+        log_path: impl Into<PathBuf>,
+        spill_dir: impl Into<PathBuf>,
+        hold: Box<dyn Send + Sync>,
+    ) -> SessionLease {
+        SessionLease {
+            id: id.into(),
+            log_path: log_path.into(),
+            spill_dir: spill_dir.into(),
+            _hold: hold,
+        }
+    }
+
+    /// The session id (give it to [`AgentBuilder::session_id`](crate::AgentBuilder::session_id)).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The event log (give it to [`AgentBuilder::log`](crate::AgentBuilder::log)).
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The spill directory, kept with the session (point the shell executor's kept spill
+    /// directory at it).
+    pub fn spill_dir(&self) -> &Path {
+        &self.spill_dir
+    }
+}
+
+/// A session opened to carry on: the lease, the log as read, and what was dropped from it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ResumedSession {
+    /// The session, locked.
+    pub lease: SessionLease,
+    /// The events so far (give them to [`AgentBuilder::resume`](crate::AgentBuilder::resume)).
+    pub log: SessionLog,
+    /// A torn last line (the writer died mid-line) cut from the file, so appending starts on
+    /// a line of its own.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// The part of a last line cut from a log because the writer died while writing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TornTail {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// How many bytes were dropped.
+    pub bytes: u64,
+}
+
+/// Whether a session is live, and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SessionState {
+    /// A live process holds it.
+    Running,
+    /// It ended normally (`session/end`, completed or failed).
+    Ended,
+    /// A signal ended it (`session/end`, interrupted).
+    Interrupted,
+    /// Its process died without ending it (no `session/end` last, no live holder).
+    Crashed,
+}
+
+impl SessionState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Running => "running",
+            SessionState::Ended => "ended",
+            SessionState::Interrupted => "interrupted",
+            SessionState::Crashed => "crashed",
+        }
+    }
+}
+
+/// What [`SessionStore::list`] tells about a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The id.
+    pub id: String,
+    /// When it started (RFC 3339, UTC).
+    pub started: String,
+    /// Its working directory.
+    pub cwd: String,
+    /// How many turns ended in it.
+    pub turns: u64,
+    /// When its log last changed (RFC 3339, UTC).
+    pub last_activity: String,
+    /// The bytes its directory holds (log and spill files).
+    pub size_bytes: u64,
+    /// Whether it is live, and how it ended.
+    pub state: SessionState,
+    /// The session it was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+}
+
+/// Which sessions [`SessionStore::prune`] removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PrunePolicy {
+    /// Sessions whose last activity is older than this go.
+    pub older_than: Duration,
+    /// At most this many are removed in one call (the rest wait for the next), so a prune at
+    /// start-up costs little however many sessions piled up.
+    pub max_removals: usize,
+}
+
+impl PrunePolicy {
+    /// Every session idle for longer than `older_than`.
+    pub fn older_than(older_than: Duration) -> PrunePolicy {
+        PrunePolicy {
+            older_than,
+            max_removals: usize::MAX,
+        }
+    }
+
+    /// At most `n` removals.
+    #[must_use]
+    pub fn at_most(mut self, n: usize) -> PrunePolicy {
+        self.max_removals = n;
+        self
+    }
+}
+
+/// What a prune did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PruneReport {
+    /// The sessions removed, oldest first.
+    pub removed: Vec<String>,
+    /// Old enough, but in use by a live process: kept.
+    pub in_use: Vec<String>,
+    /// Old enough, but left for a later prune by [`PrunePolicy::max_removals`].
+    pub deferred: usize,
+}
+
+/// Where sessions are kept. Small and object-safe, so a host can keep sessions elsewhere;
+/// [`FsSessionStore`] keeps them in directories. Every method that returns a
+/// [`SessionLease`] locks the session for this process ([`StoreError::SessionInUse`] when a
+/// live process holds it).
+pub trait SessionStore: Send + Sync + fmt::Debug {
+    /// Creates a new session, working in `cwd`.
+    fn create(&self, cwd: &Path) -> Result<SessionLease, StoreError>;
+
+    /// Opens session `id` to carry on: locks it, cuts a torn last line, reads its log.
+    fn resume(&self, id: &str) -> Result<ResumedSession, StoreError>;
+
+    /// Creates a new session seeded with the history of `id` (which is only read). The seeded
+    /// spill locators stay readable whatever becomes of `id`; later spills are the fork's own.
+    fn fork(&self, id: &str) -> Result<ResumedSession, StoreError>;
+
+    /// Every session, oldest first.
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Removes the sessions idle for longer than the policy says, oldest first, never one in
+    /// use.
+    fn prune(&self, policy: PrunePolicy) -> Result<PruneReport, StoreError>;
+}
+
+/// What `session.json` says.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    id: String,
+    started: String,
+    cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forked_from: Option<String>,
+}
+
+/// The file-system session store: one directory per session under a root (see the module
+/// docs for the layout). Directories are `0700` and files `0600`.
+#[derive(Clone, Debug)]
+pub struct FsSessionStore {
+    root: PathBuf,
+}
+
+impl FsSessionStore {
+    /// A store under `root` (created, `0700`, on first use).
+    pub fn new(root: impl Into<PathBuf>) -> FsSessionStore {
+        FsSessionStore { root: root.into() }
+    }
+
+    /// The store's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The directory of session `id`.
+    pub fn session_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        check_id(id)?;
+        Ok(self.root.join(id))
+    }
+
+    fn existing(&self, id: &str) -> Result<PathBuf, StoreError> {
+        let dir = self.session_dir(id)?;
+        if !dir.join(EVENTS_FILE).is_file() && !dir.join(META_FILE).is_file() {
+            return Err(StoreError::NotFound {
+                id: id.to_owned(),
+                root: self.root.clone(),
+            });
+        }
+        Ok(dir)
+    }
+
+    /// Makes a fresh session directory, locked, with its metadata, an empty log and a spill
+    /// directory.
+    fn make(&self, cwd: &Path, forked_from: Option<&str>) -> Result<SessionLease, StoreError> {
+        private_dir(&self.root, true)?;
+        let (id, dir) = loop {
+            let id = fresh_id();
+            let dir = self.root.join(&id);
+            match private_dir(&dir, false) {
+                Ok(()) => break (id, dir),
+                // Another process (or thread) took the name in the same millisecond.
+                Err(StoreError::Io { source, .. })
+                    if source.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(error),
+            }
+        };
+        let hold = lock_session(&id, &dir)?;
+        let meta = Meta {
+            id: id.clone(),
+            started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            cwd: cwd.display().to_string(),
+            forked_from: forked_from.map(str::to_owned),
+        };
+        let meta_path = dir.join(META_FILE);
+        let text = serde_json::to_string(&meta).unwrap_or_else(|_| String::from("{}"));
+        private_file(&meta_path, false)?
+            .write_all(text.as_bytes())
+            .map_err(io_error(&meta_path))?;
+        let log_path = dir.join(EVENTS_FILE);
+        private_file(&log_path, true)?;
+        let spill_dir = dir.join(SPILL_DIR);
+        private_dir(&spill_dir, false)?;
+        Ok(SessionLease::new(id, log_path, spill_dir, Box::new(hold)))
+    }
+
+    fn info(&self, id: &str, dir: &Path) -> Result<SessionInfo, StoreError> {
+        let meta: Meta = std::fs::read_to_string(dir.join(META_FILE))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        let log_path = dir.join(EVENTS_FILE);
+        let mut turns = 0;
+        let mut last: Option<SessionEvent> = None;
+        let mut first: Option<EventRecord> = None;
+        if log_path.is_file() {
+            let lines = SessionLog::lines(&log_path).map_err(io_error(&log_path))?;
+            for entry in lines {
+                let entry = entry.map_err(|source| StoreError::Log {
+                    id: id.to_owned(),
+                    source,
+                })?;
+                let (LogEntry::Event(record) | LogEntry::Repaired(record, _)) = entry else {
+                    continue;
+                };
+                if matches!(record.event, SessionEvent::TurnEnd { .. }) {
+                    turns += 1;
+                }
+                last = Some(record.event.clone());
+                first.get_or_insert(record);
+            }
+        }
+        let modified = [log_path.as_path(), &dir.join(META_FILE), dir]
+            .iter()
+            .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+            .max()
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let state = if holder_alive(dir) {
+            SessionState::Running
+        } else {
+            match last {
+                Some(SessionEvent::SessionEnd {
+                    reason: SessionEndReason::Interrupted,
+                }) => SessionState::Interrupted,
+                Some(SessionEvent::SessionEnd { .. }) => SessionState::Ended,
+                _ => SessionState::Crashed,
+            }
+        };
+        let (started, cwd) = match (&first, meta.started.is_empty()) {
+            (_, false) => (meta.started, meta.cwd),
+            (Some(record), true) => {
+                let cwd = match &record.event {
+                    SessionEvent::SessionStart { cwd, .. } => cwd.clone(),
+                    _ => String::new(),
+                };
+                (record.ts.clone(), cwd)
+            }
+            (None, true) => (
+                humantime::format_rfc3339_seconds(modified).to_string(),
+                String::new(),
+            ),
+        };
+        Ok(SessionInfo {
+            id: id.to_owned(),
+            started,
+            cwd,
+            turns,
+            last_activity: humantime::format_rfc3339_seconds(modified).to_string(),
+            size_bytes: dir_size(dir),
+            state,
+            forked_from: meta.forked_from,
+        })
+    }
+
+    /// The session ids under the root, sorted (ids sort by creation time).
+    fn ids(&self) -> Result<Vec<String>, StoreError> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io_error(&self.root)(error)),
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| check_id(name).is_ok())
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+impl SessionStore for FsSessionStore {
+    fn create(&self, cwd: &Path) -> Result<SessionLease, StoreError> {
+        self.make(cwd, None)
+    }
+
+    fn resume(&self, id: &str) -> Result<ResumedSession, StoreError> {
+        let dir = self.existing(id)?;
+        let hold = lock_session(id, &dir)?;
+        let log_path = dir.join(EVENTS_FILE);
+        if !log_path.exists() {
+            private_file(&log_path, true)?;
+        }
+        let torn_tail = cut_torn_tail(&log_path)?;
+        let log = SessionLog::read(&log_path).map_err(|source| StoreError::Log {
+            id: id.to_owned(),
+            source,
+        })?;
+        let spill_dir = dir.join(SPILL_DIR);
+        private_dir(&spill_dir, true)?;
+        Ok(ResumedSession {
+            lease: SessionLease::new(id, log_path, spill_dir, Box::new(hold)),
+            log,
+            torn_tail,
+        })
+    }
+
+    fn fork(&self, id: &str) -> Result<ResumedSession, StoreError> {
+        let parent = self.existing(id)?;
+        let parent_log =
+            SessionLog::read(parent.join(EVENTS_FILE)).map_err(|source| StoreError::Log {
+                id: id.to_owned(),
+                source,
+            })?;
+        let cwd = parent_log
+            .events
+            .iter()
+            .find_map(|record| match &record.event {
+                SessionEvent::SessionStart { cwd, .. } => Some(PathBuf::from(cwd)),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let lease = self.make(&cwd, Some(id))?;
+        // The parent's spill files, linked (copied where links fail) into the fork's spill
+        // directory, and the seeded events pointing there: removing the parent later leaves
+        // the fork's locators readable.
+        let from = parent.join(SPILL_DIR);
+        if let Ok(entries) = std::fs::read_dir(&from) {
+            for entry in entries.flatten() {
+                let target = lease.spill_dir().join(entry.file_name());
+                if std::fs::hard_link(entry.path(), &target).is_err() {
+                    std::fs::copy(entry.path(), &target).map_err(io_error(&target))?;
+                }
+            }
+        }
+        let escaped = |dir: &Path| {
+            let text = serde_json::to_string(&format!("{}/", dir.display())).unwrap_or_default();
+            text.trim_matches('"').to_owned()
+        };
+        let (old_prefix, new_prefix) = (escaped(&from), escaped(lease.spill_dir()));
+        let mut seeded = SessionLog::default();
+        let mut text = String::new();
+        for record in parent_log.events {
+            let mut record = record;
+            match &mut record.event {
+                // The parent's end is not the fork's.
+                SessionEvent::SessionEnd { .. } => continue,
+                SessionEvent::SessionStart { session_id, .. } => {
+                    lease.id().clone_into(session_id);
+                }
+                _ => {}
+            }
+            let line = record.to_json_line().replace(&old_prefix, &new_prefix);
+            if let Ok(record) = EventRecord::from_json_line(&line) {
+                seeded.events.push(record);
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(lease.log_path())
+            .map_err(io_error(lease.log_path()))?;
+        file.write_all(text.as_bytes())
+            .map_err(io_error(lease.log_path()))?;
+        Ok(ResumedSession {
+            lease,
+            log: seeded,
+            torn_tail: None,
+        })
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let mut sessions = Vec::new();
+        for id in self.ids()? {
+            let dir = self.root.join(&id);
+            if !dir.join(EVENTS_FILE).is_file() && !dir.join(META_FILE).is_file() {
+                continue;
+            }
+            sessions.push(self.info(&id, &dir)?);
+        }
+        Ok(sessions)
+    }
+
+    fn prune(&self, policy: PrunePolicy) -> Result<PruneReport, StoreError> {
+        let mut report = PruneReport::default();
+        let Some(cutoff) = SystemTime::now().checked_sub(policy.older_than) else {
+            return Ok(report);
+        };
+        for id in self.ids()? {
+            let dir = self.root.join(&id);
+            let modified = [dir.join(EVENTS_FILE), dir.join(META_FILE), dir.clone()]
+                .iter()
+                .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+                .max();
+            if modified.is_none_or(|modified| modified >= cutoff) {
+                continue;
+            }
+            if report.removed.len() >= policy.max_removals {
+                report.deferred += 1;
+                continue;
+            }
+            // Held while removing: a process opening the session meanwhile finds it in use.
+            let hold = match lock_session(&id, &dir) {
+                Ok(hold) => hold,
+                Err(StoreError::SessionInUse { .. }) => {
+                    report.in_use.push(id);
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            std::fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
+            drop(hold);
+            tracing::debug!(session = %id, "pruned");
+            report.removed.push(id);
+        }
+        Ok(report)
+    }
+}
+
+/// Ids are path components of their own: letters, digits, `.`, `_`, `-`, not starting with a
+/// dot.
+fn check_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidId { id: id.to_owned() })
+    }
+}
+
+/// A new id: the UTC time to the millisecond (so ids sort by creation), the PID and a
+/// counter (so two made in the same millisecond differ; the directory's exclusive creation
+/// settles any remaining tie).
+fn fresh_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let stamp: String = humantime::format_rfc3339_millis(SystemTime::now())
+        .to_string()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    // `YYYYMMDDhhmmssmmm` → `YYYYMMDD-hhmmss-mmm`.
+    let (date, rest) = stamp.split_at(8.min(stamp.len()));
+    let (time, millis) = rest.split_at(6.min(rest.len()));
+    // Fixed widths, so ids made in the same millisecond sort by process, then in order.
+    format!(
+        "{date}-{time}-{millis}-{:08x}-{:06}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed) % 1_000_000
+    )
+}
+
+/// Creates a directory with mode `0700` (with its parents when `parents`; an existing one is
+/// then accepted).
+fn private_dir(dir: &Path, parents: bool) -> Result<(), StoreError> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700).recursive(parents);
+    builder.create(dir).map_err(io_error(dir))
+}
+
+/// Opens a file created with mode `0600` (for appending when `append`; an existing one is
+/// kept).
+fn private_file(path: &Path, append: bool) -> Result<File, StoreError> {
+    let mut options = OpenOptions::new();
+    options.create(true).mode(0o600);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true).truncate(true);
+    }
+    options.open(path).map_err(io_error(path))
+}
+
+/// The locked `lock` file of a session. The lock is an advisory `flock`, which the kernel
+/// releases when its holder dies, however it dies: a crashed holder's lock is taken over at
+/// once. The file records the holder's PID and start time, for the "in use" error and for
+/// [`SessionStore::list`].
+#[derive(Debug)]
+struct SessionLock {
+    file: File,
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // Emptied before the lock goes, so the file never names a holder that let go.
+        let _ = self.file.set_len(0);
+        let _ = self.file.unlock();
+    }
+}
+
+fn lock_session(id: &str, dir: &Path) -> Result<SessionLock, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io_error(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = read_holder(&mut file).map_or(0, |(pid, _)| pid);
+            return Err(StoreError::SessionInUse {
+                id: id.to_owned(),
+                pid,
+            });
+        }
+        Err(std::fs::TryLockError::Error(error)) => return Err(io_error(&path)(error)),
+    }
+    let pid = std::process::id();
+    let start = process_start(pid).unwrap_or_default();
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(format!("{pid} {start}\n").as_bytes()));
+    written.map_err(io_error(&path))?;
+    Ok(SessionLock { file })
+}
+
+/// The PID and start time a lock file records.
+fn read_holder(file: &mut File) -> Option<(u32, String)> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_to_string(&mut text).ok()?;
+    let mut words = text.split_whitespace();
+    let pid = words.next()?.parse().ok()?;
+    Some((pid, words.next().unwrap_or_default().to_owned()))
+}
+
+/// Whether the process a session's lock file names is alive: the PID exists and, where the
+/// start time is known, it is the same process (not a later one given the same PID).
+fn holder_alive(dir: &Path) -> bool {
+    let Ok(mut file) = File::open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    let Some((pid, start)) = read_holder(&mut file) else {
+        return false;
+    };
+    if !process_exists(pid) {
+        return false;
+    }
+    match process_start(pid) {
+        Some(now) if !start.is_empty() => now == start,
+        _ => true,
+    }
+}
+
+/// Whether a process with this PID exists.
+fn process_exists(pid: u32) -> bool {
+    if Path::new("/proc/self").exists() {
+        return Path::new(&format!("/proc/{pid}")).exists();
+    }
+    // Without /proc, `kill -0` asks the kernel.
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The start time of a process (clock ticks since boot, from `/proc/PID/stat`), where known.
+fn process_start(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
+    let (_, after) = stat.rsplit_once(')')?;
+    // `after` starts at field 3 (the state); the start time is field 22.
+    after.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// Cuts a last line without its newline (the writer died mid-line) from the log.
+fn cut_torn_tail(path: &Path) -> Result<Option<TornTail>, StoreError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_error(path))?;
+    let len = file.metadata().map_err(io_error(path))?.len();
+    if len == 0 {
+        return Ok(None);
+    }
+    // Read backwards in blocks until a newline (or the start) is found.
+    let mut end = len;
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut cut_at = 0;
+    let mut last_byte_is_newline = false;
+    loop {
+        let start = end.saturating_sub(buffer.len() as u64);
+        let size = usize::try_from(end - start).unwrap_or(0);
+        file.seek(SeekFrom::Start(start)).map_err(io_error(path))?;
+        file.read_exact(&mut buffer[..size])
+            .map_err(io_error(path))?;
+        if end == len && buffer[size - 1] == b'\n' {
+            last_byte_is_newline = true;
+            break;
+        }
+        if let Some(i) = buffer[..size].iter().rposition(|&b| b == b'\n') {
+            cut_at = start + i as u64 + 1;
+            break;
+        }
+        if start == 0 {
+            break;
+        }
+        end = start;
+    }
+    if last_byte_is_newline {
+        return Ok(None);
+    }
+    // The torn line's number: the lines before it, plus one.
+    let mut counted = 0usize;
+    file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
+    let mut head = (&mut file).take(cut_at);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = head.read(&mut chunk).map_err(io_error(path))?;
+        if n == 0 {
+            break;
+        }
+        counted += chunk[..n].iter().filter(|&&b| b == b'\n').count();
+    }
+    file.set_len(cut_at).map_err(io_error(path))?;
+    tracing::debug!(log = %path.display(), bytes = len - cut_at, "cut a torn last line");
+    Ok(Some(TornTail {
+        line: counted + 1,
+        bytes: len - cut_at,
+    }))
+}
+
+/// The bytes the files of a session directory hold (one level of subdirectories: the spill
+/// directory).
+fn dir_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            total += std::fs::read_dir(entry.path())
+                .map(|inner| {
+                    inner
+                        .flatten()
+                        .filter_map(|e| e.metadata().ok())
+                        .filter(std::fs::Metadata::is_file)
+                        .map(|m| m.len())
+                        .sum::<u64>()
+                })
+                .unwrap_or(0);
+        } else {
+            total += meta.len();
+        }
+    }
+    total
+}

@@ -1,0 +1,721 @@
+//! The sandboxed executor: every denial is checked from inside the command (its exit code, its
+//! stderr, and the file that must not exist), on Landlock and on bubblewrap.
+
+#![cfg(all(
+    feature = "sandbox",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use dsh_tools::testing::RecordingAgent;
+use dsh_tools::{Approval, ApprovalRequest, Approver, ToolCall, ToolRegistry};
+use futures::future::BoxFuture;
+use pretty_assertions::assert_eq;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tool_bash::BashPlugin;
+use tool_bash::local::LocalConfig;
+use tool_bash::sandbox::{
+    Capability, Enforcement, SandboxBackend, SandboxError, SandboxMode, SandboxPolicy,
+    SandboxProbe, SandboxReport, SandboxedExecutor, SystemProbe,
+};
+use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResult, Stream};
+
+/// A workspace root the command may write, a directory outside every root with a file to read,
+/// and a directory for the test's own tools. Under the target's temporary directory, not
+/// `/tmp`, which bubblewrap replaces with a private one.
+struct Dirs {
+    root: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Dirs {
+    fn new() -> Dirs {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let dirs = Dirs {
+            root: tempfile::tempdir_in(base).unwrap(),
+            outside: tempfile::tempdir_in(base).unwrap(),
+        };
+        std::fs::write(dirs.outside.path().join("readme"), "readable\n").unwrap();
+        dirs
+    }
+
+    fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn outside(&self) -> &Path {
+        self.outside.path()
+    }
+
+    fn policy(&self, mode: SandboxMode) -> SandboxPolicy {
+        SandboxPolicy::new(mode).with_workspace_root(self.root())
+    }
+}
+
+fn config() -> LocalConfig {
+    let mut config = LocalConfig::default();
+    config.grace = Duration::from_millis(500);
+    config
+}
+
+fn sandboxed(policy: SandboxPolicy, backend: SandboxBackend) -> SandboxedExecutor {
+    SandboxedExecutor::new(policy, backend, config()).unwrap()
+}
+
+async fn run_in(executor: &dyn ShellExecutor, command: &str, workdir: &Path) -> ShellRunResult {
+    let mut request = ShellRequest::new(command);
+    request.workdir = Some(workdir.to_path_buf());
+    let spec = executor.resolve(request, None).unwrap();
+    executor.run(spec).await.unwrap()
+}
+
+/// What a denied write looks like on stderr: Landlock refuses the open (`EACCES`), bubblewrap's
+/// read-only bind refuses it (`EROFS`).
+fn denied_write(backend: SandboxBackend) -> &'static str {
+    match backend {
+        SandboxBackend::Landlock => "Permission denied",
+        _ => "Read-only file system",
+    }
+}
+
+/// The backends to run the table on. Bubblewrap must be there (CI installs it): its absence
+/// fails the table, loudly, unless `DSH_SANDBOX_WITHOUT_BWRAP=1` says the machine has none
+/// on purpose, and then the skip is printed.
+fn bubblewrap_available() -> bool {
+    match SystemProbe.bubblewrap() {
+        Ok(_) => true,
+        Err(why) if std::env::var_os("DSH_SANDBOX_WITHOUT_BWRAP").is_some() => {
+            eprintln!(
+                "\n!!! SKIPPED: the bubblewrap table did NOT run: {why} \
+                 (DSH_SANDBOX_WITHOUT_BWRAP is set) !!!\n"
+            );
+            false
+        }
+        Err(why) => panic!(
+            "the bubblewrap table cannot run: {why}. Install bubblewrap (`apt-get install -y \
+             bubblewrap`), or set DSH_SANDBOX_WITHOUT_BWRAP=1 to skip it knowingly"
+        ),
+    }
+}
+
+async fn writes_outside_the_roots_are_denied_and_inside_allowed(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let executor = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+    let target = dirs.outside().join("written");
+    let denied = run_in(
+        &executor,
+        &format!("echo x > '{}'", target.display()),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(denied.exit_code, Some(1), "{denied:?}");
+    assert!(
+        denied.stderr.text.contains(denied_write(backend)),
+        "{:?}",
+        denied.stderr.text
+    );
+    assert!(!target.exists(), "{backend}: the write went through");
+    assert_eq!(denied.notes.len(), 1, "{denied:?}");
+    assert!(
+        denied.notes[0].contains("`workspace-write` sandbox policy"),
+        "{:?}",
+        denied.notes
+    );
+
+    let allowed = run_in(
+        &executor,
+        "echo inside > made && cat made && echo tmp > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"",
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (
+            allowed.exit_code,
+            allowed.stdout.text.as_str(),
+            allowed.stderr.text.as_str()
+        ),
+        (Some(0), "inside\ntmp\n", "")
+    );
+    assert_eq!(allowed.notes, Vec::<String>::new());
+    assert_eq!(
+        std::fs::read_to_string(dirs.root().join("made")).unwrap(),
+        "inside\n"
+    );
+
+    // Read-only: not even the workspace root, but still the private temporary directory.
+    let read_only = sandboxed(dirs.policy(SandboxMode::ReadOnly), backend);
+    let inside = dirs.root().join("read-only");
+    let result = run_in(
+        &read_only,
+        &format!(
+            "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo x > '{}'",
+            inside.display()
+        ),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (result.exit_code, result.stdout.text.as_str()),
+        (Some(1), "t\n")
+    );
+    assert!(result.stderr.text.contains(denied_write(backend)));
+    assert!(!inside.exists());
+}
+
+async fn reads_work(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let executor = sandboxed(dirs.policy(SandboxMode::ReadOnly), backend);
+    let result = run_in(
+        &executor,
+        &format!(
+            "cat '{}' && head -c 5 /etc/passwd >/dev/null && echo read",
+            dirs.outside().join("readme").display()
+        ),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (
+            result.exit_code,
+            result.stdout.text.as_str(),
+            result.stderr.text.as_str()
+        ),
+        (Some(0), "readable\nread\n", "")
+    );
+}
+
+async fn network_is_denied_unless_allowed(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let denied = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+    let result = run_in(&denied, &connect, dirs.root()).await;
+    assert_eq!(result.exit_code, Some(1), "{result:?}");
+    assert_eq!(result.stdout.text, "");
+    let sign = match backend {
+        SandboxBackend::Landlock => "Permission denied",
+        // A network namespace of its own: nothing listens on its loopback.
+        _ => "Connection refused",
+    };
+    assert!(
+        result.stderr.text.contains(sign),
+        "{:?}",
+        result.stderr.text
+    );
+    assert!(result.notes[0].contains("denies network connections"));
+
+    let allowed = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite).with_network(true),
+        backend,
+    );
+    let result = run_in(&allowed, &connect, dirs.root()).await;
+    assert_eq!(
+        (
+            result.exit_code,
+            result.stdout.text.as_str(),
+            result.stderr.text.as_str()
+        ),
+        (Some(0), "connected\n", "")
+    );
+}
+
+/// A setuid copy of `touch` (the test runs as root, so it is a setuid-root program), `mount`
+/// over the outside directory and a new user namespace: none of them writes outside the roots,
+/// and `no_new_privs` is set.
+async fn the_confinement_survives_setuid_and_cannot_be_lifted(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let touch = tools.path().join("setuid-touch");
+    std::fs::copy("/usr/bin/touch", &touch).unwrap();
+    std::fs::set_permissions(&touch, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(
+        std::fs::metadata(&touch).unwrap().permissions().mode() & 0o4000,
+        0o4000
+    );
+    let out = dirs.outside();
+    let executor = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+    let command = format!(
+        "grep NoNewPrivs /proc/self/status
+         '{touch}' '{out}/by-setuid'; echo \"setuid=$?\"
+         mount -t tmpfs none '{out}' 2>/dev/null; echo \"mount=$?\"
+         echo x > '{out}/after-mount'; echo \"after-mount=$?\"
+         unshare -Urm sh -c 'echo x > \"$0/in-userns\"' '{out}'; echo \"userns=$?\"",
+        touch = touch.display(),
+        out = out.display()
+    );
+    let result = run_in(&executor, &command, dirs.root()).await;
+    assert_eq!(
+        result.stdout.text, "NoNewPrivs:\t1\nsetuid=1\nmount=32\nafter-mount=1\nuserns=1\n",
+        "{result:?}"
+    );
+    for name in ["by-setuid", "after-mount", "in-userns"] {
+        assert!(!out.join(name).exists(), "{backend}: {name} was written");
+    }
+}
+
+async fn background_jobs_are_confined(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let executor = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+    let target = dirs.outside().join("from-job");
+    let mut request =
+        ShellRequest::new(format!("echo ok > in-job; echo x > '{}'", target.display()));
+    request.workdir = Some(dirs.root().to_path_buf());
+    let process = executor.start(executor.resolve(request, None).unwrap());
+    tokio::time::timeout(Duration::from_secs(30), process.done())
+        .await
+        .unwrap();
+    assert_eq!(
+        (process.status(), process.exit_code()),
+        (ProcessStatus::Exited, Some(1))
+    );
+    let stderr = process.read_from(Stream::Stderr, 0, 4096).text;
+    assert!(stderr.contains(denied_write(backend)), "{stderr:?}");
+    assert!(!target.exists());
+    assert!(dirs.root().join("in-job").exists());
+}
+
+async fn table(backend: SandboxBackend) {
+    writes_outside_the_roots_are_denied_and_inside_allowed(backend).await;
+    reads_work(backend).await;
+    network_is_denied_unless_allowed(backend).await;
+    the_confinement_survives_setuid_and_cannot_be_lifted(backend).await;
+    background_jobs_are_confined(backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_landlock_table() {
+    table(SandboxBackend::Landlock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bubblewrap_table() {
+    if bubblewrap_available() {
+        table(SandboxBackend::Bubblewrap).await;
+    }
+}
+
+/// The system as a test says it is.
+#[derive(Debug)]
+struct Simulated {
+    landlock_abi: u32,
+    bubblewrap: Result<PathBuf, String>,
+}
+
+impl SandboxProbe for Simulated {
+    fn landlock_abi(&self) -> u32 {
+        self.landlock_abi
+    }
+
+    fn bubblewrap(&self) -> Result<PathBuf, String> {
+        self.bubblewrap.clone()
+    }
+}
+
+fn unsupported(result: Result<SandboxedExecutor, SandboxError>) -> (Capability, String) {
+    match result {
+        Err(SandboxError::Unsupported {
+            capability, detail, ..
+        }) => (capability, detail),
+        other => panic!("expected an unsupported capability, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unsupported_kernel_fails_closed_naming_the_capability() {
+    let dirs = Dirs::new();
+    let probe = |abi| Simulated {
+        landlock_abi: abi,
+        bubblewrap: Err(String::from("`bwrap` is not on PATH")),
+    };
+    let build = |policy: SandboxPolicy, backend, abi| {
+        SandboxedExecutor::with_probe(policy, backend, config(), &probe(abi))
+    };
+    let policy = dirs.policy(SandboxMode::WorkspaceWrite);
+    assert_eq!(
+        unsupported(build(policy.clone(), SandboxBackend::Landlock, 0)),
+        (
+            Capability::LandlockFilesystem,
+            String::from("the kernel's Landlock ABI is 0, 1 is needed")
+        )
+    );
+    assert_eq!(
+        unsupported(build(policy.clone(), SandboxBackend::Landlock, 2)).0,
+        Capability::LandlockTruncate
+    );
+    assert_eq!(
+        unsupported(build(policy.clone(), SandboxBackend::Landlock, 3)),
+        (
+            Capability::LandlockNetwork,
+            String::from("the kernel's Landlock ABI is 3, 4 is needed")
+        )
+    );
+    let error = build(policy.clone(), SandboxBackend::Landlock, 3).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the workspace-write sandbox needs Landlock TCP rules (Landlock ABI 4, Linux 6.7), \
+         which this system lacks (the kernel's Landlock ABI is 3, 4 is needed)"
+    );
+    assert_eq!(
+        unsupported(build(policy.clone(), SandboxBackend::Bubblewrap, 7)).0,
+        Capability::Bubblewrap
+    );
+    // The network allowed: ABI 3 is enough.
+    assert!(
+        build(
+            policy.clone().with_network(true),
+            SandboxBackend::Landlock,
+            3
+        )
+        .is_ok()
+    );
+    // Full access needs nothing.
+    assert!(
+        build(
+            dirs.policy(SandboxMode::FullAccess),
+            SandboxBackend::Landlock,
+            0
+        )
+        .is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn best_effort_reports_what_it_could_not_enforce_and_enforces_the_rest() {
+    let dirs = Dirs::new();
+    let probe = Simulated {
+        landlock_abi: 3,
+        bubblewrap: Err(String::from("absent")),
+    };
+    let policy = dirs
+        .policy(SandboxMode::WorkspaceWrite)
+        .with_enforcement(Enforcement::BestEffort);
+    let executor =
+        SandboxedExecutor::with_probe(policy, SandboxBackend::Landlock, config(), &probe).unwrap();
+    let report: &SandboxReport = executor.report();
+    assert_eq!(report.unenforced, vec![Capability::LandlockNetwork]);
+    assert_eq!(report.backend, Some(SandboxBackend::Landlock));
+    assert!(
+        report
+            .summary()
+            .ends_with("NOT enforced: Landlock TCP rules (Landlock ABI 4, Linux 6.7)"),
+        "{}",
+        report.summary()
+    );
+    let json = serde_json::to_value(report).unwrap();
+    assert_eq!(json["unenforced"], serde_json::json!(["landlock-network"]));
+    // Writes are still confined; the network, as reported, is not.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let target = dirs.outside().join("best-effort");
+    let result = run_in(
+        &executor,
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; echo x > '{}'",
+            target.display()
+        ),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (result.exit_code, result.stdout.text.as_str()),
+        (Some(1), "connected\n")
+    );
+    assert!(result.stderr.text.contains("Permission denied"));
+    assert!(!target.exists());
+}
+
+#[test]
+fn best_effort_without_landlock_says_that_nothing_is_confined() {
+    let dirs = Dirs::new();
+    let probe = Simulated {
+        landlock_abi: 0,
+        bubblewrap: Err(String::from("absent")),
+    };
+    let policy = dirs
+        .policy(SandboxMode::ReadOnly)
+        .with_enforcement(Enforcement::BestEffort);
+    let executor =
+        SandboxedExecutor::with_probe(policy, SandboxBackend::Landlock, config(), &probe).unwrap();
+    assert_eq!(executor.report().backend, None);
+    assert_eq!(
+        executor.report().summary(),
+        "read-only NOT enforced (not confined): Landlock file-system rules (Landlock ABI 1, \
+         Linux 5.13), Landlock's truncate right (Landlock ABI 3, Linux 6.2), Landlock TCP rules \
+         (Landlock ABI 4, Linux 6.7)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spilled_output_is_written_by_the_harness_and_not_writable_by_the_command() {
+    let dirs = Dirs::new();
+    let mut config = config();
+    config.visible_bytes = 1000;
+    let executor = SandboxedExecutor::new(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+        config,
+    )
+    .unwrap();
+    let result = run_in(
+        &executor,
+        "head -c 100000 /dev/zero | tr '\\0' a",
+        dirs.root(),
+    )
+    .await;
+    let spill = result.stdout.spill_path.clone().unwrap();
+    assert_eq!(std::fs::metadata(&spill).unwrap().len(), 100_000);
+    let tamper = run_in(
+        &executor,
+        &format!("echo forged > '{}'", spill.display()),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(tamper.exit_code, Some(1));
+    assert!(tamper.stderr.text.contains("Permission denied"));
+    assert_eq!(std::fs::metadata(&spill).unwrap().len(), 100_000);
+}
+
+// ----- escalation through the registry's approver ---------------------------------------------
+
+/// An approver that answers every request the same way and records what it was shown.
+struct Answering {
+    grant: bool,
+    asked: Mutex<Vec<String>>,
+}
+
+impl Approver for Answering {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(request.reason.clone().unwrap_or_default());
+        let answer = if self.grant {
+            Approval::Grant
+        } else {
+            Approval::Refuse {
+                reason: Some(String::from("not today")),
+            }
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+async fn escalate(dirs: &Dirs, approver: Option<Arc<Answering>>) -> (bool, String) {
+    let registry = ToolRegistry::new();
+    let executor = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+    );
+    registry
+        .global_scope()
+        .load(BashPlugin::new(Arc::new(executor)))
+        .unwrap();
+    if let Some(approver) = approver {
+        registry.global_scope().set_approver(approver).unwrap();
+    }
+    let target = dirs.outside().join("escalated");
+    let args = serde_json::json!({
+        "command": format!("echo x > '{}' && echo wrote", target.display()),
+        "description": "Write outside the workspace",
+        "workdir": dirs.root().display().to_string(),
+        "sandbox": "escalate",
+        "justification": "the user asked for a file next to the workspace",
+    });
+    let call = ToolCall::new("c1", "bash", args).with_agent(RecordingAgent::new("s1"));
+    let result = registry.execute(call).await;
+    (
+        !result.is_error,
+        dsh_tools::content_text(&result.content).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalation_runs_unconfined_only_when_the_approver_grants_it() {
+    let dirs = Dirs::new();
+    let target = dirs.outside().join("escalated");
+
+    let refusing = Arc::new(Answering {
+        grant: false,
+        asked: Mutex::new(Vec::new()),
+    });
+    let (ok, text) = escalate(&dirs, Some(Arc::clone(&refusing))).await;
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(
+            "the request to run outside the sandbox was denied (approval refused: not today)"
+        ),
+        "{text}"
+    );
+    assert!(!target.exists());
+    let asked = refusing.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].ends_with("justification: the user asked for a file next to the workspace"),
+        "{asked:?}"
+    );
+    assert!(
+        asked[0].starts_with("leave the sandbox: run `echo x > "),
+        "{asked:?}"
+    );
+    assert!(asked[0].contains("outside the sandbox (workspace-write via landlock"));
+
+    let (ok, text) = escalate(&dirs, None).await;
+    assert!(!ok, "{text}");
+    assert!(text.contains("no approval service is available"), "{text}");
+    assert!(!target.exists());
+
+    let granting = Arc::new(Answering {
+        grant: true,
+        asked: Mutex::new(Vec::new()),
+    });
+    let (ok, text) = escalate(&dirs, Some(Arc::clone(&granting))).await;
+    assert!(ok, "{text}");
+    assert_eq!(text, "wrote");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n");
+    assert_eq!(granting.asked.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_write_through_the_tool_names_the_policy() {
+    let dirs = Dirs::new();
+    let registry = ToolRegistry::new();
+    let executor = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+    );
+    let executor_temp = executor.report().temp_dir.clone().unwrap();
+    registry
+        .global_scope()
+        .load(BashPlugin::new(Arc::new(executor)))
+        .unwrap();
+    let target = dirs.outside().join("via-tool");
+    let args = serde_json::json!({
+        "command": format!("echo x > '{}'", target.display()),
+        "description": "Write outside the workspace",
+        "workdir": dirs.root().display().to_string(),
+    });
+    let result = registry.execute(ToolCall::new("c1", "bash", args)).await;
+    let text = dsh_tools::content_text(&result.content).to_string();
+    assert!(!result.is_error);
+    let temp = executor_temp.display();
+    assert_eq!(
+        text,
+        format!(
+            "[stderr]\nbash: line 1: {target}: Permission denied\n[exit code: 1]\n[sandbox: this \
+             command ran under the `workspace-write` sandbox policy (Landlock), which allows \
+             writes only to {root}, {temp} (TMPDIR) and denies network connections; the error \
+             above may be the sandbox's denial. If the command must run outside it, call again \
+             with `sandbox: \"escalate\"` and a `justification` the user will be asked to \
+             approve.]",
+            target = target.display(),
+            root = std::fs::canonicalize(dirs.root()).unwrap().display(),
+        )
+    );
+    assert!(!target.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalation_parameters_come_with_a_sandbox_and_are_checked() {
+    let dirs = Dirs::new();
+    let names = |plugin: BashPlugin| -> Vec<String> {
+        let parameters = plugin.definition().unwrap().schema().parameters.to_value();
+        let mut names: Vec<String> = parameters["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    let executor = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+    );
+    let plugin = BashPlugin::new(Arc::new(executor));
+    assert_eq!(
+        names(plugin.clone()),
+        [
+            "command",
+            "description",
+            "justification",
+            "sandbox",
+            "timeout_ms",
+            "workdir"
+        ]
+    );
+    assert!(
+        plugin
+            .definition()
+            .unwrap()
+            .description()
+            .contains("Commands run in a sandbox (workspace-write via landlock; network denied)")
+    );
+    assert_eq!(
+        names(BashPlugin::new(Arc::new(
+            tool_bash::LocalExecutor::default()
+        ))),
+        ["command", "description", "timeout_ms", "workdir"]
+    );
+
+    let registry = ToolRegistry::new();
+    registry.global_scope().load(plugin).unwrap();
+    for (args, message) in [
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "sandbox": "escalate"}),
+            "/justification: required with `sandbox: \"escalate\"`",
+        ),
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "justification": "x"}),
+            "/justification: only with `sandbox: \"escalate\"`",
+        ),
+        (
+            serde_json::json!({"command": "true", "description": "Nothing", "sandbox": "off", "justification": "x"}),
+            "/sandbox",
+        ),
+    ] {
+        let result = registry.execute(ToolCall::new("c", "bash", args)).await;
+        let text = dsh_tools::content_text(&result.content).to_string();
+        assert!(result.is_error, "{text}");
+        assert!(text.contains(message), "{text}");
+    }
+}
+
+/// A kept spill directory is a session's: the commands' private temporary directory is made in
+/// it, so a harness killed before it could remove that directory leaves nothing loose in the
+/// system temporary directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_private_temp_dir_lives_in_a_kept_spill_directory() {
+    let dirs = Dirs::new();
+    let session = tempfile::tempdir().unwrap();
+    let spill = session.path().join("spill");
+    let mut config = config();
+    config.spill_dir = Some(spill.clone());
+    let executor = SandboxedExecutor::new(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+        config,
+    )
+    .unwrap();
+    let result = run_in(
+        &executor,
+        "printf %s \"$TMPDIR\" && touch \"$TMPDIR/made\"",
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(0), "{result:?}");
+    let temp = PathBuf::from(result.stdout.text.trim());
+    assert_eq!(temp.parent(), Some(spill.as_path()), "{result:?}");
+    assert!(temp.join("made").is_file());
+    drop(executor);
+    assert!(
+        !temp.exists(),
+        "the executor removes its temp dir when dropped"
+    );
+}

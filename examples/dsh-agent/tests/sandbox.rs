@@ -1,0 +1,86 @@
+//! `--sandbox`: the bash tool's commands are confined by default, the mode is recorded in
+//! `session/start`, and `off` turns it off.
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use support::{bash_step, run, stdout, text_step, write_script};
+
+/// Runs a script writing inside the session's directory and outside it, with `flags`; returns
+/// the `session/start` event and the `bash` results' texts.
+fn session(flags: &[&str]) -> (Value, Vec<String>, bool) {
+    let workspace = support::scratch();
+    let outside = support::scratch();
+    let target = outside.path().join("outside");
+    let steps = json!([
+        bash_step("c1", "echo in > inside && cat inside", "Write inside"),
+        bash_step(
+            "c2",
+            &format!("echo out > '{}'", target.display()),
+            "Write outside"
+        ),
+        text_step("Done."),
+    ]);
+    let script = write_script(workspace.path(), steps);
+    let mut args = vec![
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        workspace.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let output = run(&args);
+    assert!(output.status.success(), "{output:?}");
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .unwrap()
+        .clone();
+    let results = events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| e.to_string())
+        .collect();
+    (start, results, target.exists())
+}
+
+#[test]
+fn the_default_confines_writes_to_the_working_directory_and_records_it() {
+    let (start, results, written) = session(&[]);
+    let sandbox = &start["sandbox"];
+    assert_eq!(
+        (&sandbox["mode"], &sandbox["backend"], &sandbox["network"]),
+        (&json!("workspace-write"), &json!("landlock"), &json!(false))
+    );
+    assert_eq!(sandbox["unenforced"], json!([]));
+    assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
+    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(results[1].contains("`workspace-write` sandbox policy"));
+    assert!(
+        !written,
+        "the write outside the working directory went through"
+    );
+}
+
+#[test]
+fn read_only_and_off_are_recorded_and_enforced() {
+    let (start, results, written) = session(&["--sandbox", "read-only"]);
+    assert_eq!(start["sandbox"]["mode"], json!("read-only"));
+    assert!(results[0].contains("Permission denied"), "{}", results[0]);
+    assert!(!written);
+
+    let (start, results, written) = session(&["--sandbox=off"]);
+    assert_eq!(start["sandbox"], json!({"mode": "off"}));
+    assert!(!results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(written, "with the sandbox off the write goes through");
+}
