@@ -15,6 +15,7 @@ mod dispatch;
 mod fanout;
 mod long_session;
 mod many_agents;
+mod mcp;
 mod measure;
 mod model_stream;
 mod replay;
@@ -47,7 +48,7 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 11] = [
+pub const BENCHMARKS: [Benchmark; 12] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
@@ -59,6 +60,7 @@ pub const BENCHMARKS: [Benchmark; 11] = [
     churn::BENCHMARK,
     long_session::BENCHMARK,
     many_agents::BENCHMARK,
+    mcp::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -84,6 +86,8 @@ pub struct Sizes {
     pub long_session: SessionSize,
     /// `many_agents`.
     pub many_agents: AgentsSize,
+    /// `mcp_call`.
+    pub mcp: MicroSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -136,6 +140,10 @@ impl Sizes {
             agents: 1_000,
             rounds: rounds(1, 5),
         },
+        mcp: MicroSize {
+            calls: 2_000,
+            rounds: rounds(2, 15),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
@@ -184,6 +192,10 @@ impl Sizes {
             agents: 200,
             rounds: rounds(1, 3),
         },
+        mcp: MicroSize {
+            calls: 500,
+            rounds: rounds(1, 7),
+        },
     };
 
     /// Sizes that only check every benchmark works (`--tiny`, which the crate's test runs in
@@ -229,6 +241,10 @@ impl Sizes {
         },
         many_agents: AgentsSize {
             agents: 4,
+            rounds: rounds(0, 1),
+        },
+        mcp: MicroSize {
+            calls: 5,
             rounds: rounds(0, 1),
         },
     };

@@ -21,11 +21,16 @@ mod tests {
         ("mock-adapter", &["agent-loop", "dsh-tools"]),
         ("tool-bash", &["dsh-tools", "presenters"]),
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
+        // The MCP client registers servers' tools; it spawns no shell, so not `tool-bash`.
+        ("tool-mcp", &["dsh-tools"]),
     ];
 
-    /// Model adapters and the transport crates each may use: talking HTTP to a provider is
-    /// their whole job. Every other rule still holds for them.
-    const MODEL_TRANSPORTS: &[(&str, &[&str])] = &[("openai-adapter", &["reqwest", "hyper"])];
+    /// Model adapters and the MCP client, and the transport crates each may use: talking HTTP
+    /// to a provider or an MCP server is their whole job. Every other rule still holds for them.
+    const MODEL_TRANSPORTS: &[(&str, &[&str])] = &[
+        ("openai-adapter", &["reqwest", "hyper"]),
+        ("tool-mcp", &["reqwest", "hyper"]),
+    ];
 
     /// Crates exempt from the layering: tools and examples may use anything.
     const UNRESTRICTED: &[&str] = &[

@@ -1,4 +1,4 @@
-//! Command-line parsing with `clap`: four subcommands, `--help`/`-h` on each, `--version`,
+//! Command-line parsing with `clap`: six subcommands, `--help`/`-h` on each, `--version`,
 //! `--opt=value` and `--opt value`, `--` before a prompt that starts with `-`, did-you-mean
 //! suggestions, and exit status 2 for a usage error.
 
@@ -92,6 +92,9 @@ pub(crate) enum Command {
     },
     /// Print the Code Mode TypeScript declarations of the tools.
     Sdk,
+    /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
+    /// cancellation), in the current directory, until the client disconnects.
+    Mcp,
 }
 
 /// The subcommands of `sessions`.
@@ -170,6 +173,10 @@ pub(crate) struct RunOptions {
     /// Run without background jobs (the bash tool offers no `run_in_background`).
     #[arg(long)]
     pub(crate) no_background: bool,
+    /// Also load the MCP servers of this file (`{"mcpServers": …}`), after `.mcp.json` in the
+    /// working directory; may be repeated.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mcp_config: Vec<String>,
     /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
     /// directory), `workspace-write` (also the working directory) or `off`. In both confined
     /// modes the network is denied. Default: `workspace-write` where this system supports it,
@@ -268,6 +275,7 @@ mod tests {
             cwd: None,
             json: false,
             no_background: false,
+            mcp_config: Vec::new(),
             sandbox: None,
             wait_jobs: Duration::from_secs(300),
             prompt: Vec::new(),
@@ -278,6 +286,14 @@ mod tests {
     fn commands_and_flags_parse() {
         assert_eq!(command(""), None);
         assert_eq!(command("sdk"), Some(Command::Sdk));
+        assert_eq!(command("mcp"), Some(Command::Mcp));
+        assert_eq!(
+            command("run --mcp-config a.json --mcp-config b.json"),
+            run(RunOptions {
+                mcp_config: vec!["a.json".into(), "b.json".into()],
+                ..defaults()
+            })
+        );
         assert_eq!(
             command("sessions list --json"),
             Some(Command::Sessions {

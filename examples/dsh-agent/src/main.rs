@@ -4,13 +4,14 @@
 //! dsh-agent [-v|-q] run [--model PROVIDER:MODEL [--base-url URL] [--api-key-env VAR]
 //!                        [--no-stream] | --script FILE|-] [--system FILE] [--ask] [--log FILE]
 //!                       [--cwd DIR] [--json] [--no-background] [--wait-jobs DURATION]
-//!                       [--sandbox read-only|workspace-write|off] [--] [PROMPT…]
+//!                       [--sandbox read-only|workspace-write|off] [--mcp-config FILE]… [--] [PROMPT…]
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] resume ID [--fork] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] sessions list [--json] | sessions prune [--older-than DURATION]
 //! dsh-agent [-v|-q] replay LOG [--json]
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
+//! dsh-agent [-v|-q] mcp
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
@@ -25,6 +26,7 @@
 mod approval;
 mod cli;
 mod logging;
+mod mcp;
 mod output;
 mod render;
 mod sessions;
@@ -214,6 +216,12 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay(&log, json),
+        Command::Mcp => {
+            let (registry, jobs) = registry(true);
+            block_on(Box::pin(async move {
+                mcp::serve(registry, jobs).await.map_err(Failure::from)
+            }))
+        }
         Command::Run(options) => block_on(Box::pin(run(
             options,
             Mode::Once,
@@ -613,6 +621,9 @@ async fn run(
         approval::install(&registry, cards_on_terminal)
             .context("installing the --ask approvals")?;
     }
+    let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config)
+        .await
+        .map_err(|e| Failure::new(2, format!("{e:#}")))?;
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {
@@ -756,6 +767,9 @@ async fn run(
         SessionEndReason::Completed
     });
     drop(lease);
+    if let Some(servers) = mcp_servers {
+        servers.shutdown().await;
+    }
     if let Some(failure) = agent.log_error() {
         return Err(Failure::new(1, failure.to_string()));
     }

@@ -1,0 +1,60 @@
+//! MCP servers' tools in a dsh-tools registry.
+//!
+//! [`McpServers`] connects to Model Context Protocol servers with the official Rust SDK
+//! (`rmcp`): over stdio, spawning the server with the shell executor's hygiene (its own process
+//! group, an environment of [`INHERITED_VARS`] plus its configured `env`, the group killed on
+//! dispose), or over streamable HTTP. Each server is a plugin scope (`mcp:<server>`): its tools
+//! register as raw definitions named `mcp__<server>__<tool>` with the server's description,
+//! input schema and output schema, and `notifications/tools/list_changed` reloads them.
+//!
+//! - A result's `structuredContent` is the canonical value when the tool declares an output
+//!   schema (the registry validates it); otherwise the content blocks become the value's text
+//!   and images. `isError` is a domain failure: a value with `isError: true`.
+//! - `readOnlyHint` makes calls concurrency-safe; `destructiveHint` makes them ask for approval
+//!   ([`McpOptions::approve_destructive`]).
+//! - A server that exits or stops answering fails its in-flight calls
+//!   ([`McpFailure::ServerExited`], [`McpFailure::ServerHung`]), has its tools unregistered, is
+//!   restarted with a bounded backoff ([`RestartPolicy`]), and the agents that used the tools are
+//!   told through injected context.
+//! - A cancelled call sends `notifications/cancelled`; [`McpOptions::call_timeout`] bounds each
+//!   call.
+//! - [`McpConfig`] reads `.mcp.json` and `--mcp-config FILE` files
+//!   (`{"mcpServers": {NAME: {"command", "args", "env", "cwd"} | {"type": "http", "url",
+//!   "headers"}}}`, with `${VAR}` expansion).
+//!
+//! ```no_run
+//! use dsh_tools::ToolRegistry;
+//! use tool_mcp::{McpConfig, McpOptions, McpServers};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = ToolRegistry::new();
+//! let config = McpConfig::load_from_dir(std::path::Path::new("."))?;
+//! let servers = McpServers::start(registry.global_scope(), &config, McpOptions::default()).await?;
+//! for schema in registry.schemas(None) {
+//!     println!("{}", schema.name);
+//! }
+//! servers.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+mod bridge;
+mod config;
+mod connect;
+mod servers;
+
+pub use bridge::{TOOL_PREFIX, content_value_schema, tool_name};
+pub use config::{CONFIG_FILE_NAME, ConfigError, HttpServer, McpConfig, ServerConfig, StdioServer};
+pub use connect::{
+    ByteReader, ByteWriter, Connector, INHERITED_VARS, StdioConnector, StreamConnection,
+};
+pub use servers::{
+    McpError, McpFailure, McpOptions, McpServers, RestartPolicy, ServerState, ServerStatus,
+};

@@ -1,0 +1,353 @@
+//! MCP both ways through the built binary: `dsh-agent mcp` driven by the MCP client of
+//! `tool-mcp` (rmcp), with a background job started, read and killed and no process left
+//! behind; and `dsh-agent run --script` calling a tool of an MCP server from `.mcp.json`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use dsh_tools::{ToolCall, ToolRegistry, ToolResult};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tool_mcp::{McpConfig, McpOptions, McpServers, ServerConfig, ServerState, StdioServer};
+
+/// The processes whose environment holds `DSH_MCP_TEST_MARK=<mark>`.
+fn marked_processes(mark: &str) -> Vec<u32> {
+    let needle = format!("DSH_MCP_TEST_MARK={mark}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|stat| stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
+            .unwrap_or(false);
+        if !zombie
+            && environ
+                .split(|b| *b == 0)
+                .any(|var| var == needle.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+async fn call(registry: &ToolRegistry, name: &str, args: Value) -> ToolResult {
+    registry
+        .execute(ToolCall::new("c", name, args.to_string()))
+        .await
+}
+
+fn text(result: &ToolResult) -> String {
+    assert!(!result.is_error, "{result:?}");
+    dsh_tools::content_text(&result.content)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = format!("serve-{}", std::process::id());
+    let mut server = StdioServer::new(env!("CARGO_BIN_EXE_dsh-agent"), ["mcp"]);
+    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.clone());
+    server.cwd = Some(dir.path().to_owned());
+    let mut config = McpConfig::default();
+    config
+        .servers
+        .insert("dsh".into(), ServerConfig::Stdio(server));
+    let registry = ToolRegistry::new();
+    let servers = McpServers::start(registry.global_scope(), &config, McpOptions::default())
+        .await
+        .unwrap();
+    let status = servers.server_status("dsh").unwrap();
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(
+        status.tools,
+        [
+            "mcp__dsh__bash",
+            "mcp__dsh__job_kill",
+            "mcp__dsh__job_list",
+            "mcp__dsh__job_output"
+        ]
+    );
+    // The tools' schemas came over `tools/list`.
+    let bash = registry.get("mcp__dsh__bash", None).unwrap();
+    let parameters = serde_json::to_value(bash.schema().parameters).unwrap();
+    assert_eq!(parameters["properties"]["command"]["type"], json!("string"));
+
+    let ran = call(
+        &registry,
+        "mcp__dsh__bash",
+        json!({"command": "echo hello; pwd", "description": "Say hello"}),
+    )
+    .await;
+    let ran = text(&ran);
+    assert!(ran.contains("hello"), "{ran}");
+    assert!(
+        ran.contains(&dir.path().canonicalize().unwrap().display().to_string()),
+        "{ran}"
+    );
+
+    let started = call(
+        &registry,
+        "mcp__dsh__bash",
+        json!({"command": "echo started; sleep 600", "description": "Wait a long time",
+               "run_in_background": true}),
+    )
+    .await;
+    assert!(text(&started).contains("bash-1"), "{started:?}");
+    let listed = call(&registry, "mcp__dsh__job_list", json!({})).await;
+    assert!(text(&listed).contains("bash-1"), "{listed:?}");
+    // The job's first line may not be written yet: read until it is (at most 5 s).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let read = call(
+            &registry,
+            "mcp__dsh__job_output",
+            json!({"job_id": "bash-1"}),
+        )
+        .await;
+        if text(&read).contains("started") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{read:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let killed = call(&registry, "mcp__dsh__job_kill", json!({"job_id": "bash-1"})).await;
+    assert!(!killed.is_error, "{killed:?}");
+
+    // A second job left running: disconnecting must stop it too.
+    let left = call(
+        &registry,
+        "mcp__dsh__bash",
+        json!({"command": "sleep 600", "description": "Outlive the client",
+               "run_in_background": true}),
+    )
+    .await;
+    assert!(!left.is_error, "{left:?}");
+    assert!(!marked_processes(&mark).is_empty());
+    servers.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marked_processes(&mark).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left running: {:?}",
+            marked_processes(&mark)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+mod npm;
+
+#[test]
+fn run_with_a_script_calls_a_tool_of_a_server_from_mcp_json() {
+    let entry = npm::install(
+        "@modelcontextprotocol/server-filesystem@2026.8.31",
+        "mcp-filesystem",
+        "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("marker-file.txt"), "x").unwrap();
+    let config = json!({"mcpServers": {"fs": {
+        "command": "node",
+        "args": [entry, "${MCP_ROOT}"],
+        "env": {"DSH_MCP_TEST_MARK": format!("run-{}", std::process::id())}
+    }}});
+    std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
+    let script = json!({"steps": [
+        {"toolCalls": [{"id": "call-1", "name": "mcp__fs__list_directory",
+                        "arguments": {"path": root}}]},
+        {"text": "Listed."}
+    ]});
+    let script_path = root.join("script.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let output = support::run_with(
+        &[
+            "run",
+            "--json",
+            "--cwd",
+            root.to_str().unwrap(),
+            "--script",
+            script_path.to_str().unwrap(),
+        ],
+        &[("MCP_ROOT", root.to_str().unwrap())],
+    );
+    let stdout = support::stdout(&output);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["type"] == json!("tool/result"))
+        .unwrap_or_else(|| panic!("no tool/result in {stdout}"));
+    let text = result.to_string();
+    assert!(text.contains("[FILE] marker-file.txt"), "{text}");
+    assert!(!text.contains("\"isError\":true"), "{text}");
+    assert!(marked_processes(&format!("run-{}", std::process::id())).is_empty());
+}
+
+/// Runs `node <args>` to the end, with `DSH_MCP_TEST_MARK=<mark>` for the processes it starts.
+fn node(args: &[&std::ffi::OsStr], cwd: &std::path::Path, mark: &str) -> std::process::Output {
+    std::process::Command::new("node")
+        .args(args)
+        .current_dir(cwd)
+        .env("DSH_MCP_TEST_MARK", mark)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn json_stdout(output: &std::process::Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn wait_gone(mark: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marked_processes(mark).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left running: {:?}",
+            marked_processes(mark)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_official_inspector_lists_the_tools_and_calls_bash() {
+    let inspector = npm::install(
+        "@modelcontextprotocol/inspector@2.12.0",
+        "mcp-inspector",
+        "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mark = format!("inspector-{}", std::process::id());
+    let agent = std::ffi::OsStr::new(env!("CARGO_BIN_EXE_dsh-agent"));
+    let cli = |extra: &[&str]| -> Value {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            inspector.as_os_str(),
+            "--cli".as_ref(),
+            agent,
+            "mcp".as_ref(),
+        ];
+        args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+        json_stdout(&node(&args, dir.path(), &mark))
+    };
+    let listed = cli(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bash", "job_kill", "job_list", "job_output"]);
+    let bash = &listed["tools"][0];
+    assert_eq!(
+        bash["inputSchema"]["required"],
+        json!(["command", "description"])
+    );
+    assert_eq!(listed["tools"][2]["outputSchema"]["type"], json!("object"));
+
+    let called = cli(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "bash",
+        "--tool-arg",
+        "command=echo hi-from-inspector",
+        "--tool-arg",
+        "description=say hi",
+    ]);
+    assert_eq!(
+        called["content"],
+        json!([{"type": "text", "text": "hi-from-inspector"}])
+    );
+    assert_eq!(called["isError"], json!(false));
+    assert_eq!(called["structuredContent"]["exitCode"], json!(0));
+    assert_eq!(
+        called["structuredContent"]["stdout"]["text"],
+        json!("hi-from-inspector\n")
+    );
+    wait_gone(&mark);
+}
+
+/// The official TypeScript SDK's client: a background job started, read and killed.
+const SDK_CLIENT: &str = r#"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+const [agent, cwd] = process.argv.slice(2);
+const transport = new StdioClientTransport({ command: agent, args: ["mcp"], cwd, env: process.env });
+const client = new Client({ name: "dsh-test", version: "1.0.0" });
+await client.connect(transport);
+const call = (name, args) => client.callTool({ name, arguments: args });
+const started = await call("bash", { command: "echo started; sleep 600", description: "Wait", run_in_background: true });
+// The job's first line may not be written yet: read until it is (at most 5 s).
+let read;
+for (let i = 0; i < 100; i++) {
+  read = await call("job_output", { job_id: "bash-1" });
+  if (read.content[0].text.includes("started")) break;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+const killed = await call("job_kill", { job_id: "bash-1" });
+const after = await call("job_list", {});
+await client.close();
+console.log(JSON.stringify({ started, read, killed, after }));
+"#;
+
+#[test]
+fn the_official_typescript_client_starts_reads_and_kills_a_background_job() {
+    let sdk_package = npm::install(
+        "@modelcontextprotocol/sdk@1.32.2",
+        "mcp-sdk",
+        "node_modules/@modelcontextprotocol/sdk/package.json",
+    );
+    // The script sits beside the install's node_modules, where `import` resolves the SDK.
+    let prefix = sdk_package.ancestors().nth(3).unwrap();
+    let script = prefix.join(format!("client-{}.mjs", std::process::id()));
+    std::fs::write(&script, SDK_CLIENT).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mark = format!("sdk-{}", std::process::id());
+    let output = node(
+        &[
+            script.as_os_str(),
+            env!("CARGO_BIN_EXE_dsh-agent").as_ref(),
+            dir.path().as_os_str(),
+        ],
+        dir.path(),
+        &mark,
+    );
+    let _ = std::fs::remove_file(&script);
+    let outcome = json_stdout(&output);
+    let text = |key: &str| {
+        outcome[key]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(outcome["started"]["isError"], json!(false), "{outcome}");
+    assert!(text("started").contains("bash-1"), "{outcome}");
+    assert!(text("read").contains("started"), "{outcome}");
+    assert_eq!(outcome["killed"]["isError"], json!(false), "{outcome}");
+    assert!(text("after").contains("killed"), "{outcome}");
+    wait_gone(&mark);
+}
