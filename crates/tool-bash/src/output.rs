@@ -1037,6 +1037,14 @@ mod tests {
             (b"\xC3\x80\x80a", 2, true, 0),
             (b"\xFF\x80\x80a", 1, true, 0),
             (b"a\x80\x80b", 2, true, 0),
+            // Far into the run: the three bytes before `at`, not the run's start, decide.
+            (b"a\x80\x80\x80\x80b", 4, false, 0),
+            ("aaaaaa€z".as_bytes(), 7, true, 2),
+            ("aaaaaa€z".as_bytes(), 8, true, 1),
+            // Invalid sequences between the lead byte and `at`, and one that runs past `at` to
+            // the end.
+            (b"aa\xE0\x80\x80z", 4, true, 0),
+            (b"ab\xF0\x9F\x98", 3, true, 2),
         ];
         for (raw, at, on_boundary, expected) in cases {
             assert_eq!(
@@ -1062,6 +1070,53 @@ mod tests {
         for (raw, expected) in cases {
             assert_eq!(text_len(raw), *expected, "{raw:?}");
             assert_eq!(text_len(raw), String::from_utf8_lossy(raw).len(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn text_len_counts_text_while_whole_and_bytes_once_outgrown() {
+        let (mut c, _dir) = collector(10, 1000);
+        assert_eq!(c.text_len(), 0);
+        // Two invalid bytes are six bytes of text, `é` two.
+        c.push(b"a\xFF\xFF");
+        c.push("é".as_bytes());
+        assert_eq!((c.total(), c.text_len()), (5, 9));
+        // Outgrown: the byte count stands in for the text.
+        c.push(&[0xFF; 8]);
+        assert_eq!((c.total(), c.text_len()), (13, 13));
+    }
+
+    #[test]
+    fn a_stream_shown_whole_counts_all_its_bytes_as_shown() {
+        let (mut c, _dir) = collector(100, 1000);
+        c.push(b"ab\xFFc");
+        assert_eq!(
+            c.finish(100),
+            Collected {
+                text: String::from("ab\u{FFFD}c"),
+                total_bytes: 4,
+                shown_bytes: 4,
+                ..Collected::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_read_at_the_end_of_the_stream_stays_there_and_names_the_spill_file() {
+        let (mut c, _dir) = collector(10, 1000);
+        c.push(&[b'x'; 30]);
+        let path = c.spill_path().map(Path::to_path_buf);
+        assert!(path.is_some());
+        for offset in [30, 45] {
+            assert_eq!(
+                c.read_from(offset, 100, false),
+                StreamRead {
+                    next_offset: offset,
+                    spill_path: path.clone(),
+                    ..StreamRead::default()
+                },
+                "a read from {offset}"
+            );
         }
     }
 }
