@@ -1119,4 +1119,38 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_spill_cap_of_zero_still_gives_a_cut_stream_an_empty_file() {
+        let (mut c, _dir) = collector(10, 0);
+        c.push(&[b'x'; 30]);
+        let out = c.finish(10);
+        assert_eq!((out.spill_limit_bytes, out.spill_error), (Some(0), None));
+        let path = out.spill_path.expect("a spill file, however empty");
+        assert_eq!(std::fs::read(path).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_budget_that_runs_out_on_the_first_spill_stops_the_file_there_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink: Arc<dyn SpillSink> = Arc::new(Budgeted {
+            dir: Temp(tempfile::tempdir_in(dir.path()).unwrap()),
+            budget: 10,
+            claimed: std::sync::Mutex::new(0),
+        });
+        let mut c = StreamCollector::new("stdout", 6, 10_000, Some(sink));
+        let data: Vec<u8> = (0..20u8).map(|i| b'a' + i).collect();
+        c.push(&data);
+        let out = c.finish(6);
+        assert_eq!(
+            (out.spill_limit_bytes, out.spill_error),
+            (
+                Some(10),
+                Some(String::from(
+                    "the session's spill budget of 10 bytes is used up"
+                ))
+            )
+        );
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap(), data[..10]);
+    }
 }
