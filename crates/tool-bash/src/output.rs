@@ -887,4 +887,270 @@ mod tests {
             prop_assert!(out.shown_bytes <= out.total_bytes);
         }
     }
+
+    /// The characters of each UTF-8 length, to cut at every byte.
+    const ONE_OF_EACH_LENGTH: [&str; 4] = ["a", "é", "€", "😀"];
+
+    #[test]
+    fn complete_prefix_len_holds_back_only_a_character_that_can_still_complete() {
+        // Each length of character, cut after each of its bytes, behind an ASCII byte: a cut
+        // inside it is held back (the prefix ends before it), a whole one is not.
+        for c in ONE_OF_EACH_LENGTH {
+            for cut in 0..=c.len() {
+                let mut bytes = b"x".to_vec();
+                bytes.extend_from_slice(&c.as_bytes()[..cut]);
+                let expected = if cut == 0 || cut == c.len() {
+                    1 + cut
+                } else {
+                    1
+                };
+                assert_eq!(complete_prefix_len(&bytes), expected, "{c:?} cut at {cut}");
+            }
+        }
+        let cases: &[(&[u8], usize)] = &[
+            (b"", 0),
+            // Nothing before the incomplete character.
+            (b"\xC3", 0),
+            (b"\xF0\x9F\x98", 0),
+            // Sequences no later byte can make valid are final.
+            (b"a\x80", 2),
+            (b"ab\xF4\x00", 4),
+            (b"a\xE0\x80", 3),
+            (b"a\xED\xA0", 3),
+            (b"a\xF4\x90", 3),
+            (b"a\xC0", 2),
+            (b"a\xFF", 2),
+            // A whole character, then the start of another.
+            ("😀".as_bytes(), 4),
+            (b"\xF0\x9F\x98\x80\xF0", 4),
+            (b"ab\xC3\xA9\xE2", 4),
+            (b"ab\xC3\xA9\xE2\x82", 4),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(complete_prefix_len(bytes), *expected, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn decode_prefix_keeps_the_longest_run_of_whole_characters_that_fits() {
+        let cases: &[(&[u8], usize, &str, usize)] = &[
+            (b"", 5, "", 0),
+            ("héllo".as_bytes(), 0, "", 0),
+            ("héllo".as_bytes(), 1, "h", 1),
+            ("héllo".as_bytes(), 2, "h", 1),
+            ("héllo".as_bytes(), 3, "hé", 3),
+            ("héllo".as_bytes(), 6, "héllo", 6),
+            ("héllo".as_bytes(), 60, "héllo", 6),
+            ("€".as_bytes(), 2, "", 0),
+            ("€".as_bytes(), 3, "€", 3),
+            ("a€".as_bytes(), 3, "a", 1),
+            ("😀".as_bytes(), 3, "", 0),
+            ("😀".as_bytes(), 4, "😀", 4),
+            // An invalid byte is three bytes of text.
+            (b"a\xFFb", 1, "a", 1),
+            (b"a\xFFb", 3, "a", 1),
+            (b"a\xFFb", 4, "a\u{FFFD}", 2),
+            (b"a\xFFb", 5, "a\u{FFFD}b", 3),
+            (b"ab\xFFcd", 2, "ab", 2),
+            (b"ab\xFFcd", 6, "ab\u{FFFD}c", 4),
+            (b"\xFF\xFF", 5, "\u{FFFD}", 1),
+            (b"\xFF\xFF", 6, "\u{FFFD}\u{FFFD}", 2),
+            // A character cut short is one invalid sequence of its bytes.
+            (b"\xF0\x9F\x98", 2, "", 0),
+            (b"\xF0\x9F\x98", 3, "\u{FFFD}", 3),
+            (b"\xF0\x9F\x98z", 4, "\u{FFFD}z", 4),
+        ];
+        for (raw, budget, text, used) in cases {
+            assert_eq!(
+                decode_prefix(raw, *budget),
+                ((*text).to_owned(), *used),
+                "{raw:?} in {budget}"
+            );
+        }
+    }
+
+    #[test]
+    fn decode_suffix_keeps_the_longest_run_of_whole_characters_that_fits() {
+        let cases: &[(&[u8], usize, bool, &str, usize)] = &[
+            (b"", 5, true, "", 0),
+            (b"ab", 10, true, "ab", 2),
+            ("héllo".as_bytes(), 0, true, "", 0),
+            ("héllo".as_bytes(), 3, true, "llo", 3),
+            // The cut falls inside `é`: it starts after it.
+            ("héllo".as_bytes(), 4, true, "llo", 3),
+            ("héllo".as_bytes(), 5, true, "éllo", 5),
+            ("a€".as_bytes(), 2, true, "", 0),
+            ("a€".as_bytes(), 3, true, "€", 3),
+            ("😀😀".as_bytes(), 3, true, "", 0),
+            ("😀😀".as_bytes(), 5, true, "😀", 4),
+            ("😀😀".as_bytes(), 7, true, "😀", 4),
+            ("😀😀".as_bytes(), 8, true, "😀😀", 8),
+            // Leading continuation bytes: a character cut in half unless the run starts on a
+            // boundary, where they are invalid bytes of their own.
+            (b"\xA9llo", 6, true, "\u{FFFD}llo", 4),
+            (b"\xA9llo", 6, false, "llo", 3),
+            (b"\xA9llo", 4, true, "llo", 3),
+            // Invalid bytes are three bytes of text: whole ones are dropped from the front.
+            (b"\xFF\xFF\xFF", 9, true, "\u{FFFD}\u{FFFD}\u{FFFD}", 3),
+            (b"\xFF\xFF\xFF", 6, true, "\u{FFFD}\u{FFFD}", 2),
+            (b"\xFF\xFF\xFF", 5, true, "\u{FFFD}", 1),
+            (b"\xFF\xFF\xFF", 2, true, "", 0),
+            (b"a\xFFbc", 4, true, "bc", 2),
+            (b"a\xFFbc", 5, true, "\u{FFFD}bc", 3),
+            (b"\xFF\xE2\x82\xACb", 4, true, "€b", 4),
+            (b"\xFF\xE2\x82\xACb", 7, true, "\u{FFFD}€b", 5),
+            // A character cut short is one invalid sequence: kept or dropped whole.
+            (b"\xF0\x9F\x98zz", 5, true, "\u{FFFD}zz", 5),
+            (b"\xF0\x9F\x98zz", 4, true, "zz", 2),
+        ];
+        for (raw, budget, on_boundary, text, used) in cases {
+            assert_eq!(
+                decode_suffix(raw, *budget, *on_boundary),
+                ((*text).to_owned(), *used),
+                "{raw:?} in {budget} (on a boundary: {on_boundary})"
+            );
+        }
+    }
+
+    #[test]
+    fn skip_to_boundary_finds_the_next_character_start() {
+        // (bytes, at, starts_on_boundary, bytes to skip)
+        let cases: &[(&[u8], usize, bool, usize)] = &[
+            (b"abc", 1, false, 0),
+            // Inside `é`, `€` and `😀`, after each of their bytes.
+            ("xé".as_bytes(), 2, true, 1),
+            ("x€".as_bytes(), 2, true, 2),
+            ("x€".as_bytes(), 3, true, 1),
+            ("x😀".as_bytes(), 2, true, 3),
+            ("x😀".as_bytes(), 3, true, 2),
+            ("x😀".as_bytes(), 4, true, 1),
+            ("x😀y".as_bytes(), 5, true, 0),
+            // Nothing known before `at`: leading continuation bytes may be a cut character.
+            (b"\x80\x80a", 0, false, 2),
+            (b"\x80\x80a", 0, true, 0),
+            (b"\x80\x80\x80\x80a", 0, false, 3),
+            // Three continuation bytes before `at`: no character reaches past them.
+            (b"\x80\x80\x80\x80a", 3, false, 0),
+            (b"\x80\x80\x80\x80a", 2, false, 2),
+            (b"\x80\x80\x80\x80a", 2, true, 0),
+            // A lead byte before `at` that its continuation bytes do not complete.
+            (b"\xC3\x80\x80a", 2, true, 0),
+            (b"\xFF\x80\x80a", 1, true, 0),
+            (b"a\x80\x80b", 2, true, 0),
+            // Far into the run: the three bytes before `at`, not the run's start, decide.
+            (b"a\x80\x80\x80\x80b", 4, false, 0),
+            ("aaaaaa€z".as_bytes(), 7, true, 2),
+            ("aaaaaa€z".as_bytes(), 8, true, 1),
+            // Invalid sequences between the lead byte and `at`, and one that runs past `at` to
+            // the end.
+            (b"aa\xE0\x80\x80z", 4, true, 0),
+            (b"ab\xF0\x9F\x98", 3, true, 2),
+        ];
+        for (raw, at, on_boundary, expected) in cases {
+            assert_eq!(
+                skip_to_boundary(raw, *at, *on_boundary),
+                *expected,
+                "{raw:?} at {at} (on a boundary: {on_boundary})"
+            );
+        }
+    }
+
+    #[test]
+    fn text_len_counts_each_invalid_sequence_as_one_replacement_character() {
+        let cases: &[(&[u8], usize)] = &[
+            (b"", 0),
+            (b"abc", 3),
+            ("é€😀".as_bytes(), 9),
+            (b"\xFF", 3),
+            (b"\xFF\xFF", 6),
+            (b"a\xF0\x9F\x98", 4),
+            (b"a\xF0\x9F\x98b", 5),
+            (b"\xE0\x80", 6),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(text_len(raw), *expected, "{raw:?}");
+            assert_eq!(text_len(raw), String::from_utf8_lossy(raw).len(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn text_len_counts_text_while_whole_and_bytes_once_outgrown() {
+        let (mut c, _dir) = collector(10, 1000);
+        assert_eq!(c.text_len(), 0);
+        // Two invalid bytes are six bytes of text, `é` two.
+        c.push(b"a\xFF\xFF");
+        c.push("é".as_bytes());
+        assert_eq!((c.total(), c.text_len()), (5, 9));
+        // Outgrown: the byte count stands in for the text.
+        c.push(&[0xFF; 8]);
+        assert_eq!((c.total(), c.text_len()), (13, 13));
+    }
+
+    #[test]
+    fn a_stream_shown_whole_counts_all_its_bytes_as_shown() {
+        let (mut c, _dir) = collector(100, 1000);
+        c.push(b"ab\xFFc");
+        assert_eq!(
+            c.finish(100),
+            Collected {
+                text: String::from("ab\u{FFFD}c"),
+                total_bytes: 4,
+                shown_bytes: 4,
+                ..Collected::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_read_at_the_end_of_the_stream_stays_there_and_names_the_spill_file() {
+        let (mut c, _dir) = collector(10, 1000);
+        c.push(&[b'x'; 30]);
+        let path = c.spill_path().map(Path::to_path_buf);
+        assert!(path.is_some());
+        for offset in [30, 45] {
+            assert_eq!(
+                c.read_from(offset, 100, false),
+                StreamRead {
+                    next_offset: offset,
+                    spill_path: path.clone(),
+                    ..StreamRead::default()
+                },
+                "a read from {offset}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_spill_cap_of_zero_still_gives_a_cut_stream_an_empty_file() {
+        let (mut c, _dir) = collector(10, 0);
+        c.push(&[b'x'; 30]);
+        let out = c.finish(10);
+        assert_eq!((out.spill_limit_bytes, out.spill_error), (Some(0), None));
+        let path = out.spill_path.expect("a spill file, however empty");
+        assert_eq!(std::fs::read(path).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_budget_that_runs_out_on_the_first_spill_stops_the_file_there_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink: Arc<dyn SpillSink> = Arc::new(Budgeted {
+            dir: Temp(tempfile::tempdir_in(dir.path()).unwrap()),
+            budget: 10,
+            claimed: std::sync::Mutex::new(0),
+        });
+        let mut c = StreamCollector::new("stdout", 6, 10_000, Some(sink));
+        let data: Vec<u8> = (0..20u8).map(|i| b'a' + i).collect();
+        c.push(&data);
+        let out = c.finish(6);
+        assert_eq!(
+            (out.spill_limit_bytes, out.spill_error),
+            (
+                Some(10),
+                Some(String::from(
+                    "the session's spill budget of 10 bytes is used up"
+                ))
+            )
+        );
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap(), data[..10]);
+    }
 }
