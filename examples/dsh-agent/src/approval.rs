@@ -1,12 +1,14 @@
-//! `--ask`: every `bash` call waits for the person at the terminal, who allows it once, allows
-//! `bash` for the rest of the session, or denies it. A denial is a result the model reads.
-//! Without a terminal to ask (stdin or stderr is not one) every call is denied, saying why.
+//! `--ask`: every `bash` call, and every call another policy asks about (an MCP tool marked
+//! destructive, a request to leave the sandbox), waits for the person at the terminal, who
+//! allows it once, allows that tool for the rest of the session, or denies it. A denial is a
+//! result the model reads. Without a terminal to ask (stdin or stderr is not one) every call is
+//! denied, saying why.
 
 use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry};
 use futures::future::BoxFuture;
+use std::collections::HashSet;
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The tool whose calls need approval.
 const ASKED_TOOL: &str = "bash";
@@ -25,8 +27,9 @@ struct State {
     /// Whether the prompt shows the call's card: not when the session's cards already go to
     /// the same terminal, which has just shown it.
     show_card: bool,
-    /// Set once the person allowed `bash` for the session.
-    allowed_for_session: AtomicBool,
+    /// The tools the person allowed for the rest of the session: an answer about one tool
+    /// never grants another.
+    allowed_for_session: Mutex<HashSet<String>>,
     /// One question at a time: parallel calls would otherwise interleave their prompts.
     asking: tokio::sync::Mutex<()>,
 }
@@ -48,6 +51,23 @@ fn answer(line: &str) -> Answer {
     }
 }
 
+impl State {
+    /// Whether the person allowed `tool` for the rest of the session.
+    fn allowed(&self, tool: &str) -> bool {
+        self.allowed_for_session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(tool)
+    }
+
+    fn allow_for_session(&self, tool: String) {
+        self.allowed_for_session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tool);
+    }
+}
+
 impl Approver for TerminalApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let this = Arc::clone(&self.state);
@@ -57,7 +77,8 @@ impl Approver for TerminalApprover {
                 .reason
                 .as_deref()
                 .filter(|reason| reason.starts_with(tool_bash::tool::ESCALATION_PREFIX));
-            if escalation.is_none() && this.allowed_for_session.load(Ordering::SeqCst) {
+            let tool = request.execution.name().to_owned();
+            if escalation.is_none() && this.allowed(&tool) {
                 return Approval::Grant;
             }
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
@@ -66,7 +87,7 @@ impl Approver for TerminalApprover {
                 };
             }
             let _turn = this.asking.lock().await;
-            if escalation.is_none() && this.allowed_for_session.load(Ordering::SeqCst) {
+            if escalation.is_none() && this.allowed(&tool) {
                 return Approval::Grant;
             }
             let execution = &request.execution;
@@ -82,7 +103,8 @@ impl Approver for TerminalApprover {
             let prompt = match escalation {
                 Some(reason) => format!("{card}{reason}\nallow it? [y] once, [n] deny: "),
                 None => format!(
-                    "{card}allow this {ASKED_TOOL} call? [y] once, [a] for this session, [n] deny: "
+                    "{card}allow this {} call? [y] once, [a] for this session, [n] deny: ",
+                    presenters::escape_controls(&tool)
                 ),
             };
             let read = tokio::task::spawn_blocking(move || {
@@ -100,7 +122,7 @@ impl Approver for TerminalApprover {
                 Ok(Ok(Answer::Once)) => Approval::Grant,
                 Ok(Ok(Answer::Session)) if escalation.is_some() => Approval::Grant,
                 Ok(Ok(Answer::Session)) => {
-                    this.allowed_for_session.store(true, Ordering::SeqCst);
+                    this.allow_for_session(tool);
                     Approval::Grant
                 }
                 Ok(Ok(Answer::Deny)) => Approval::Refuse {
@@ -131,7 +153,7 @@ pub(crate) fn install(registry: &ToolRegistry, cards_on_terminal: bool) -> anyho
         state: Arc::new(State {
             registry: registry.clone(),
             show_card: !cards_on_terminal,
-            allowed_for_session: AtomicBool::new(false),
+            allowed_for_session: Mutex::default(),
             asking: tokio::sync::Mutex::new(()),
         }),
     };
@@ -156,5 +178,19 @@ mod tests {
         ] {
             assert_eq!(answer(line), expected, "{line:?}");
         }
+    }
+
+    #[test]
+    fn allowing_a_tool_for_the_session_allows_no_other() {
+        let state = State {
+            registry: ToolRegistry::new(),
+            show_card: false,
+            allowed_for_session: Mutex::default(),
+            asking: tokio::sync::Mutex::new(()),
+        };
+        assert!(!state.allowed("bash"));
+        state.allow_for_session(String::from("bash"));
+        assert!(state.allowed("bash"));
+        assert!(!state.allowed("mcp__files__write_file"));
     }
 }
