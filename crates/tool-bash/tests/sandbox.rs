@@ -25,9 +25,20 @@ use tool_bash::sandbox::{
 };
 use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResult, Stream};
 
+/// Where the tests' directories go: the target's temporary directory, unless it is under
+/// `/tmp` (a checkout there), which bubblewrap hides behind a private one; then `/var/tmp`.
+fn scratch_base() -> &'static Path {
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    if target_tmp.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        target_tmp
+    }
+}
+
 /// A workspace root the command may write, a directory outside every root with a file to read,
 /// and a directory for the test's own tools. Under the target's temporary directory, not
-/// `/tmp`, which bubblewrap replaces with a private one.
+/// `/tmp`, which bubblewrap replaces with a private one (see [`scratch_base`]).
 struct Dirs {
     root: tempfile::TempDir,
     outside: tempfile::TempDir,
@@ -35,7 +46,7 @@ struct Dirs {
 
 impl Dirs {
     fn new() -> Dirs {
-        let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let base = scratch_base();
         let dirs = Dirs {
             root: tempfile::tempdir_in(base).unwrap(),
             outside: tempfile::tempdir_in(base).unwrap(),
@@ -230,7 +241,7 @@ async fn network_is_denied_unless_allowed(backend: SandboxBackend) {
 /// and `no_new_privs` is set.
 async fn the_confinement_survives_setuid_and_cannot_be_lifted(backend: SandboxBackend) {
     let dirs = Dirs::new();
-    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tools = tempfile::tempdir_in(scratch_base()).unwrap();
     let touch = tools.path().join("setuid-touch");
     std::fs::copy("/usr/bin/touch", &touch).unwrap();
     std::fs::set_permissions(&touch, std::fs::Permissions::from_mode(0o4755)).unwrap();
