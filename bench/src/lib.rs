@@ -257,20 +257,11 @@ pub fn run_all(
     only: &[String],
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<Vec<Measurement>> {
-    let names = BENCHMARKS.map(|b| b.name);
-    if let Some(unknown) = only.iter().find(|n| !names.contains(&n.as_str())) {
-        bail!(
-            "unknown benchmark `{unknown}`; the benchmarks are {}",
-            names.join(", ")
-        );
-    }
+    let selected = select(only)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let selected = BENCHMARKS
-        .iter()
-        .filter(|b| only.is_empty() || only.iter().any(|n| n == b.name));
-    let mut out = Vec::with_capacity(BENCHMARKS.len());
+    let mut out = Vec::with_capacity(selected.len());
     for benchmark in selected {
         progress(Progress::Starting(benchmark.name));
         let measurement = (benchmark.run)(&runtime, sizes)?;
@@ -278,6 +269,22 @@ pub fn run_all(
         out.push(measurement);
     }
     Ok(out)
+}
+
+/// The benchmarks `only` names, in the order they run (all of them when `only` is empty); an
+/// unknown name is an error that lists the known ones.
+pub fn select(only: &[String]) -> Result<Vec<&'static Benchmark>> {
+    let names = BENCHMARKS.map(|b| b.name);
+    if let Some(unknown) = only.iter().find(|n| !names.contains(&n.as_str())) {
+        bail!(
+            "unknown benchmark `{unknown}`; the benchmarks are {}",
+            names.join(", ")
+        );
+    }
+    Ok(BENCHMARKS
+        .iter()
+        .filter(|b| only.is_empty() || only.iter().any(|n| n == b.name))
+        .collect())
 }
 
 /// What [`run_all`] reports as it goes.
