@@ -351,8 +351,9 @@ impl Restored {
         let mut restored = Restored::default();
         // The calls of the last assistant message still waiting for their result.
         let mut open: Vec<String> = Vec::new();
-        // A quick job may be recorded as ended before its start is (the runtime reports the
-        // start after launching it), so the lost ones are found once the whole log is read.
+        // The lost jobs are found once the whole log is read, so the answer does not hang on
+        // the order of a job's two events (the runtime tells a start before the job can end,
+        // but logs written before it did may hold the end first).
         let mut started: Vec<(String, String, String)> = Vec::new();
         let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
         for record in &log.events {

@@ -192,6 +192,12 @@ fn prune_removes_old_sessions_oldest_first_never_one_in_use_and_is_bounded() {
 
 /// A `spawn` tool starting a `bash` job that runs until cancelled.
 fn spawning_registry(jobs: &JobRuntime) -> ToolRegistry {
+    job_registry(jobs, false)
+}
+
+/// A `spawn` tool starting a `bash` job that runs until cancelled or, when `quick`, has ended
+/// by the time anything polls it.
+fn job_registry(jobs: &JobRuntime, quick: bool) -> ToolRegistry {
     let registry = ToolRegistry::new();
     registry
         .global_scope()
@@ -207,6 +213,9 @@ fn spawning_registry(jobs: &JobRuntime) -> ToolRegistry {
                 .start(
                     JobStart::new("bash", "sleep 100", move || {
                         Ok(JobHooks::new(move |_| on_cancel.notify_one(), async move {
+                            if quick {
+                                return Ok(JobOutcome::new(JobEnd::Completed));
+                            }
                             cancelled.notified().await;
                             Ok(JobOutcome::new(JobEnd::Killed))
                         }))
@@ -479,6 +488,48 @@ async fn a_quick_job_recorded_as_ended_before_its_start_is_not_lost() {
     .unwrap();
     assert_eq!(agent.pending_contexts(), vec![]);
     agent.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_job_is_logged_as_started_before_it_is_logged_as_ended() {
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let registry = job_registry(&jobs, true);
+    // A job-changed listener ahead of the agent's holds the start back until the job has
+    // ended, as a busy thread may: the runtime must not let the job end before its start has
+    // been told. The wait is bounded because, with the start told first, the end never comes
+    // while the listener waits.
+    let (ended, has_ended) = std::sync::mpsc::channel();
+    let _told_end = jobs.on_done(move |_, _| {
+        let _ = ended.send(());
+    });
+    let has_ended = std::sync::Mutex::new(has_ended);
+    let _held_start = jobs.on_changed(move |snapshot| {
+        if snapshot.status == JobStatus::Running {
+            let _ = has_ended
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_millis(300));
+        }
+    });
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([ScriptedCall::json(
+            "c1",
+            "spawn",
+            json!({}),
+        )])),
+        Step::from(Response::text("done")),
+    ]);
+    let (agent, recorder) =
+        support::recorded(support::builder(&registry, &mock).jobs(jobs.clone()));
+    agent.run("go").await.unwrap();
+    jobs.settled("bash-1", Some("s1")).await.unwrap();
+    agent.dispose().await;
+    let job_events: Vec<&str> = recorder
+        .kinds()
+        .into_iter()
+        .filter(|kind| kind.starts_with("job/"))
+        .collect();
+    assert_eq!(job_events, vec!["job/start", "job/end"]);
 }
 
 #[tokio::test]

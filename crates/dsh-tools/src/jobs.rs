@@ -854,6 +854,9 @@ impl JobRuntime {
         );
         drop(state);
 
+        // Told before the watcher is spawned: on a multi-threaded runtime the watcher may
+        // settle a quick job at once, and listeners must see it running before they see it end.
+        self.inner.changed(&snapshot);
         let inner = Arc::clone(&self.inner);
         let settle_id = id.clone();
         let done = hooks.done;
@@ -871,7 +874,6 @@ impl JobRuntime {
             };
             inner.settle(&settle_id, outcome);
         });
-        self.inner.changed(&snapshot);
         tracing::debug!(job = %id, "job started");
         Ok(id)
     }
