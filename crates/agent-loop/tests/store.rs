@@ -31,13 +31,20 @@ fn store() -> (tempfile::TempDir, FsSessionStore) {
     (dir, store)
 }
 
-fn line(seq: u64, event: SessionEvent) -> String {
-    EventRecord {
-        seq,
-        ts: String::from("2026-01-01T00:00:00.000Z"),
-        event,
-    }
-    .to_json_line()
+/// The text of a log holding `events`, numbered from 1.
+fn log_text(events: impl IntoIterator<Item = SessionEvent>) -> String {
+    events
+        .into_iter()
+        .zip(1..)
+        .map(|(event, seq)| {
+            let record = EventRecord {
+                seq,
+                ts: String::from("2026-01-01T00:00:00.000Z"),
+                event,
+            };
+            record.to_json_line() + "\n"
+        })
+        .collect()
 }
 
 /// The PID of a process that has exited (and been reaped).
@@ -117,32 +124,22 @@ fn list_tells_turns_and_how_each_session_ended() {
         None,
     ] {
         let lease = store.create(Path::new("/work")).unwrap();
-        let mut text = String::new();
-        text.push_str(&line(
-            1,
+        let turn_end = SessionEvent::TurnEnd {
+            reason: TurnEndReason::Completed,
+            steps: 1,
+        };
+        let mut events = vec![
             SessionEvent::SessionStart {
                 session_id: lease.id().into(),
                 cwd: "/work".into(),
                 tools: vec![],
                 sandbox: None,
             },
-        ));
-        text.push('\n');
-        for seq in [2, 3] {
-            text.push_str(&line(
-                seq,
-                SessionEvent::TurnEnd {
-                    reason: TurnEndReason::Completed,
-                    steps: 1,
-                },
-            ));
-            text.push('\n');
-        }
-        if let Some(reason) = end {
-            text.push_str(&line(4, SessionEvent::SessionEnd { reason }));
-            text.push('\n');
-        }
-        std::fs::write(lease.log_path(), &text).unwrap();
+            turn_end.clone(),
+            turn_end,
+        ];
+        events.extend(end.map(|reason| SessionEvent::SessionEnd { reason }));
+        std::fs::write(lease.log_path(), log_text(events)).unwrap();
         ids.push(lease.id().to_owned());
     }
     let listed = store.list().unwrap();
@@ -284,11 +281,7 @@ fn crashed_log(id: &str) -> String {
             injected: vec![InjectedContext::from_plugin("bash", "a note")],
         },
     ];
-    let mut text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let mut text = log_text(events);
     text.push_str(TORN);
     text
 }
@@ -468,11 +461,7 @@ async fn a_quick_job_recorded_as_ended_before_its_start_is_not_lost() {
             label: "true".into(),
         },
     ];
-    let text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let text = log_text(events);
     std::fs::write(lease.log_path(), text).unwrap();
     drop(lease);
     let resumed = store.resume(&id).unwrap();
@@ -557,11 +546,7 @@ async fn a_fork_starts_a_new_session_whose_seeded_locators_outlive_the_parent() 
             reason: SessionEndReason::Completed,
         },
     ];
-    let text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let text = log_text(events);
     std::fs::write(parent.log_path(), text).unwrap();
     let parent_id = parent.id().to_owned();
 
