@@ -245,6 +245,32 @@ fn list_and_prune_never_remove_a_session_in_use() {
 }
 
 #[test]
+fn resuming_a_session_past_the_retention_keeps_it() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let script = script(dir.path(), "s.json", json!([text_step("hi")]));
+    run_ok(&store, &["run", "--script", &script]);
+    let id = only_session(&store);
+    // Idle for longer than the retention: the prune at start would take it, but the user
+    // asked for this very session.
+    std::thread::sleep(Duration::from_millis(10));
+    let output = run(
+        &store,
+        &[
+            "--retention",
+            "1ms",
+            "resume",
+            &id,
+            "--script",
+            &script,
+            "more",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(only_session(&store), id);
+}
+
+#[test]
 fn a_resumed_session_continues_its_ids_and_a_held_one_names_its_holder() {
     let dir = scratch();
     let store = dir.path().join("sessions");
