@@ -1071,8 +1071,9 @@ impl JobRuntime {
         self.listen(|inner| &inner.done_listeners, listener)
     }
 
-    /// Listens to every change: start, stopping, settlement. Failures are contained.
-    /// Disposing the returned handle removes the listener.
+    /// Listens to every change: start, stopping, settlement. The start is told before the job
+    /// can settle, so a listener never sees a job end before it sees it start. Failures are
+    /// contained. Disposing the returned handle removes the listener.
     pub fn on_changed(&self, listener: impl Fn(&JobSnapshot) + Send + Sync + 'static) -> Disposer {
         let listener: Arc<ChangedListener> = Arc::new(listener);
         self.listen(|inner| &inner.changed_listeners, listener)
