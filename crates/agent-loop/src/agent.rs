@@ -439,8 +439,13 @@ impl AgentBuilder {
     }
 
     /// Creates the agent and its agent scope, and records `session/start` (unless resuming).
-    pub fn build(self) -> Result<Agent, AgentError> {
-        let resumed = self.resume.as_ref().map(crate::log::Restored::from_log);
+    pub fn build(mut self) -> Result<Agent, AgentError> {
+        // The log read is dropped once restored: a long session's events are not held twice.
+        let resumed = self
+            .resume
+            .take()
+            .map(|log| crate::log::Restored::from_log(&log));
+        let resuming = resumed.is_some();
         let session_id = self
             .session_id
             .or_else(|| resumed.as_ref().and_then(|r| r.session_id.clone()))
@@ -566,7 +571,7 @@ impl AgentBuilder {
             }));
         }
         let agent = Agent { inner };
-        if self.resume.is_none() {
+        if !resuming {
             agent.inner.emit(SessionEvent::SessionStart {
                 session_id: session_id.clone(),
                 cwd: cwd.display().to_string(),
