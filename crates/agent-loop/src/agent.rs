@@ -1,7 +1,7 @@
 //! The agent: session identity, history, inbox, agent scope, and the turn loop.
 
 use crate::event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
-use crate::log::{LogWriteError, SessionLog, SessionLogWriter};
+use crate::log::{LogWriteError, LostJob, SessionLog, SessionLogWriter};
 use crate::model::{AssistantToolCall, History, Message, ModelAdapter, ModelEvent, ModelRequest};
 use dsh_tools::jobs::{JobRuntime, JobStatus, TurnOpener};
 use dsh_tools::{
@@ -781,19 +781,19 @@ impl Agent {
     /// Tells the model, once, about the jobs a resumed log shows started and never ended:
     /// each is recorded as failed (`job/end`, so resuming again does not repeat it), and one
     /// notice naming them all waits in the inbox for the next request.
-    fn report_lost_jobs(&self, lost: &[(String, String, String)]) {
+    fn report_lost_jobs(&self, lost: &[LostJob]) {
         let inner = &self.inner;
         let mut state = lock(&inner.state);
-        for (job_id, _, _) in lost {
+        for job in lost {
             inner.emit(SessionEvent::JobEnd {
-                job_id: job_id.clone(),
+                job_id: job.id.clone(),
                 status: JobStatus::Failed,
                 detail: Some(String::from(LOST_JOB_DETAIL)),
             });
         }
         let listed = lost
             .iter()
-            .map(|(id, kind, label)| format!("{id} ({kind}: {label})"))
+            .map(|job| format!("{} ({}: {})", job.id, job.kind, job.label))
             .collect::<Vec<_>>()
             .join(", ");
         let (noun, verb) = if lost.len() == 1 {
