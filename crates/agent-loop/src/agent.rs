@@ -1,7 +1,7 @@
 //! The agent: session identity, history, inbox, agent scope, and the turn loop.
 
 use crate::event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
-use crate::log::{LogWriteError, SessionLog, SessionLogWriter};
+use crate::log::{LogWriteError, LostJob, SessionLog, SessionLogWriter};
 use crate::model::{AssistantToolCall, History, Message, ModelAdapter, ModelEvent, ModelRequest};
 use dsh_tools::jobs::{JobRuntime, JobStatus, TurnOpener};
 use dsh_tools::{
@@ -439,8 +439,13 @@ impl AgentBuilder {
     }
 
     /// Creates the agent and its agent scope, and records `session/start` (unless resuming).
-    pub fn build(self) -> Result<Agent, AgentError> {
-        let resumed = self.resume.as_ref().map(crate::log::Restored::from_log);
+    pub fn build(mut self) -> Result<Agent, AgentError> {
+        // The log read is dropped once restored: a long session's events are not held twice.
+        let resumed = self
+            .resume
+            .take()
+            .map(|log| crate::log::Restored::from_log(&log));
+        let resuming = resumed.is_some();
         let session_id = self
             .session_id
             .or_else(|| resumed.as_ref().and_then(|r| r.session_id.clone()))
@@ -566,7 +571,7 @@ impl AgentBuilder {
             }));
         }
         let agent = Agent { inner };
-        if self.resume.is_none() {
+        if !resuming {
             agent.inner.emit(SessionEvent::SessionStart {
                 session_id: session_id.clone(),
                 cwd: cwd.display().to_string(),
@@ -776,19 +781,19 @@ impl Agent {
     /// Tells the model, once, about the jobs a resumed log shows started and never ended:
     /// each is recorded as failed (`job/end`, so resuming again does not repeat it), and one
     /// notice naming them all waits in the inbox for the next request.
-    fn report_lost_jobs(&self, lost: &[(String, String, String)]) {
+    fn report_lost_jobs(&self, lost: &[LostJob]) {
         let inner = &self.inner;
         let mut state = lock(&inner.state);
-        for (job_id, _, _) in lost {
+        for job in lost {
             inner.emit(SessionEvent::JobEnd {
-                job_id: job_id.clone(),
+                job_id: job.id.clone(),
                 status: JobStatus::Failed,
                 detail: Some(String::from(LOST_JOB_DETAIL)),
             });
         }
         let listed = lost
             .iter()
-            .map(|(id, kind, label)| format!("{id} ({kind}: {label})"))
+            .map(|job| format!("{} ({}: {})", job.id, job.kind, job.label))
             .collect::<Vec<_>>()
             .join(", ");
         let (noun, verb) = if lost.len() == 1 {

@@ -328,9 +328,16 @@ pub(crate) struct Restored {
     pub(crate) last_seq: u64,
     /// Every job id the log names (`job/start`, `job/end`), so numbering continues past them.
     pub(crate) job_ids: Vec<String>,
-    /// The jobs that started and never ended (the process running them died): id and kind and
-    /// label, in start order.
-    pub(crate) lost_jobs: Vec<(String, String, String)>,
+    /// The jobs that started and never ended (the process running them died), in start order.
+    pub(crate) lost_jobs: Vec<LostJob>,
+}
+
+/// A job a log shows started and never ended, as its `job/start` named it.
+#[derive(Debug)]
+pub(crate) struct LostJob {
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) label: String,
 }
 
 /// The result given to a call the log shows made but never answered (the session stopped
@@ -351,9 +358,10 @@ impl Restored {
         let mut restored = Restored::default();
         // The calls of the last assistant message still waiting for their result.
         let mut open: Vec<String> = Vec::new();
-        // A quick job may be recorded as ended before its start is (the runtime reports the
-        // start after launching it), so the lost ones are found once the whole log is read.
-        let mut started: Vec<(String, String, String)> = Vec::new();
+        // The lost jobs are found once the whole log is read, so the answer does not hang on
+        // the order of a job's two events (the runtime tells a start before the job can end,
+        // but logs written before it did may hold the end first).
+        let mut started: Vec<LostJob> = Vec::new();
         let mut ended: std::collections::HashSet<String> = std::collections::HashSet::new();
         for record in &log.events {
             restored.last_seq = restored.last_seq.max(record.seq);
@@ -401,7 +409,11 @@ impl Restored {
                     label,
                 } => {
                     restored.job_ids.push(job_id.clone());
-                    started.push((job_id.clone(), kind.clone(), label.clone()));
+                    started.push(LostJob {
+                        id: job_id.clone(),
+                        kind: kind.clone(),
+                        label: label.clone(),
+                    });
                 }
                 SessionEvent::JobEnd { job_id, .. } => {
                     restored.job_ids.push(job_id.clone());
@@ -429,7 +441,7 @@ impl Restored {
         restored.answer_unanswered(&mut open);
         restored.lost_jobs = started
             .into_iter()
-            .filter(|(id, _, _)| !ended.contains(id))
+            .filter(|job| !ended.contains(&job.id))
             .collect();
         restored
     }

@@ -310,7 +310,7 @@ impl FsSessionStore {
 
     fn existing(&self, id: &str) -> Result<PathBuf, StoreError> {
         let dir = self.session_dir(id)?;
-        if !dir.join(EVENTS_FILE).is_file() && !dir.join(META_FILE).is_file() {
+        if !is_session(&dir) {
             return Err(StoreError::NotFound {
                 id: id.to_owned(),
                 root: self.root.clone(),
@@ -360,7 +360,8 @@ impl FsSessionStore {
             .unwrap_or_default();
         let log_path = dir.join(EVENTS_FILE);
         let mut turns = 0;
-        let mut last: Option<SessionEvent> = None;
+        // How the last event ended the session, if it is a `session/end`.
+        let mut ended: Option<SessionEndReason> = None;
         let mut first: Option<EventRecord> = None;
         if log_path.is_file() {
             let lines = SessionLog::lines(&log_path).map_err(io_error(&log_path))?;
@@ -372,27 +373,25 @@ impl FsSessionStore {
                 let (LogEntry::Event(record) | LogEntry::Repaired(record, _)) = entry else {
                     continue;
                 };
-                if matches!(record.event, SessionEvent::TurnEnd { .. }) {
-                    turns += 1;
-                }
-                last = Some(record.event.clone());
+                ended = match record.event {
+                    SessionEvent::TurnEnd { .. } => {
+                        turns += 1;
+                        None
+                    }
+                    SessionEvent::SessionEnd { reason } => Some(reason),
+                    _ => None,
+                };
                 first.get_or_insert(record);
             }
         }
-        let modified = [log_path.as_path(), &dir.join(META_FILE), dir]
-            .iter()
-            .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
-            .max()
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let modified = last_activity(dir).unwrap_or(SystemTime::UNIX_EPOCH);
         let state = if holder_alive(dir) {
             SessionState::Running
         } else {
-            match last {
-                Some(SessionEvent::SessionEnd {
-                    reason: SessionEndReason::Interrupted,
-                }) => SessionState::Interrupted,
-                Some(SessionEvent::SessionEnd { .. }) => SessionState::Ended,
-                _ => SessionState::Crashed,
+            match ended {
+                Some(SessionEndReason::Interrupted) => SessionState::Interrupted,
+                Some(_) => SessionState::Ended,
+                None => SessionState::Crashed,
             }
         };
         let (started, cwd) = match (&first, meta.started.is_empty()) {
@@ -534,7 +533,7 @@ impl SessionStore for FsSessionStore {
         let mut sessions = Vec::new();
         for id in self.ids()? {
             let dir = self.root.join(&id);
-            if !dir.join(EVENTS_FILE).is_file() && !dir.join(META_FILE).is_file() {
+            if !is_session(&dir) {
                 continue;
             }
             sessions.push(self.info(&id, &dir)?);
@@ -549,10 +548,7 @@ impl SessionStore for FsSessionStore {
         };
         for id in self.ids()? {
             let dir = self.root.join(&id);
-            let modified = [dir.join(EVENTS_FILE), dir.join(META_FILE), dir.clone()]
-                .iter()
-                .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
-                .max();
+            let modified = last_activity(&dir);
             if modified.is_none_or(|modified| modified >= cutoff) {
                 continue;
             }
@@ -576,6 +572,19 @@ impl SessionStore for FsSessionStore {
         }
         Ok(report)
     }
+}
+
+/// Whether `dir` holds a session: its log or its metadata.
+fn is_session(dir: &Path) -> bool {
+    dir.join(EVENTS_FILE).is_file() || dir.join(META_FILE).is_file()
+}
+
+/// When a session last changed: the latest change to its log, its metadata or its directory.
+fn last_activity(dir: &Path) -> Option<SystemTime> {
+    [dir.join(EVENTS_FILE), dir.join(META_FILE), dir.to_owned()]
+        .iter()
+        .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .max()
 }
 
 /// Ids are path components of their own: letters, digits, `.`, `_`, `-`, not starting with a

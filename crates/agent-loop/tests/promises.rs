@@ -539,23 +539,16 @@ fn a_result_with_a_content_block_from_the_future_is_kept_and_still_renders() {
 
 #[test]
 fn a_log_with_crlf_line_ends_or_invalid_utf8_reads_line_by_line() {
-    let lines = [
-        r#"{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"hi"}"#,
-        r#"{"seq":2,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"a\xffb"}"#,
-        r#"{"seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"bye"}"#,
-    ];
     // Written with CRLF line ends by an editor, and with a byte that is not UTF-8 in line 2.
-    let mut bytes = Vec::new();
-    for line in lines {
-        bytes.extend(
-            line.replace(r"\xff", "\u{1}").as_bytes().iter().map(
-                |b| {
-                    if *b == 1 { 0xff } else { *b }
-                },
-            ),
-        );
-        bytes.extend(b"\r\n");
-    }
+    let lines: [&[u8]; 3] = [
+        br#"{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"hi"}"#,
+        b"{\"seq\":2,\"ts\":\"2026-01-01T00:00:00.000Z\",\"type\":\"user/message\",\"content\":\"a\xffb\"}",
+        br#"{"seq":3,"ts":"2026-01-01T00:00:00.000Z","type":"user/message","content":"bye"}"#,
+    ];
+    let bytes: Vec<u8> = lines
+        .iter()
+        .flat_map(|line| [*line, b"\r\n"].concat())
+        .collect();
     let contents: Vec<String> = LogLines::new(std::io::Cursor::new(bytes), MAX_LINE_BYTES)
         .map(|entry| match entry.unwrap() {
             LogEntry::Event(record) => match record.event {

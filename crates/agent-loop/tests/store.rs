@@ -31,13 +31,20 @@ fn store() -> (tempfile::TempDir, FsSessionStore) {
     (dir, store)
 }
 
-fn line(seq: u64, event: SessionEvent) -> String {
-    EventRecord {
-        seq,
-        ts: String::from("2026-01-01T00:00:00.000Z"),
-        event,
-    }
-    .to_json_line()
+/// The text of a log holding `events`, numbered from 1.
+fn log_text(events: impl IntoIterator<Item = SessionEvent>) -> String {
+    events
+        .into_iter()
+        .zip(1..)
+        .map(|(event, seq)| {
+            let record = EventRecord {
+                seq,
+                ts: String::from("2026-01-01T00:00:00.000Z"),
+                event,
+            };
+            record.to_json_line() + "\n"
+        })
+        .collect()
 }
 
 /// The PID of a process that has exited (and been reaped).
@@ -117,32 +124,22 @@ fn list_tells_turns_and_how_each_session_ended() {
         None,
     ] {
         let lease = store.create(Path::new("/work")).unwrap();
-        let mut text = String::new();
-        text.push_str(&line(
-            1,
+        let turn_end = SessionEvent::TurnEnd {
+            reason: TurnEndReason::Completed,
+            steps: 1,
+        };
+        let mut events = vec![
             SessionEvent::SessionStart {
                 session_id: lease.id().into(),
                 cwd: "/work".into(),
                 tools: vec![],
                 sandbox: None,
             },
-        ));
-        text.push('\n');
-        for seq in [2, 3] {
-            text.push_str(&line(
-                seq,
-                SessionEvent::TurnEnd {
-                    reason: TurnEndReason::Completed,
-                    steps: 1,
-                },
-            ));
-            text.push('\n');
-        }
-        if let Some(reason) = end {
-            text.push_str(&line(4, SessionEvent::SessionEnd { reason }));
-            text.push('\n');
-        }
-        std::fs::write(lease.log_path(), &text).unwrap();
+            turn_end.clone(),
+            turn_end,
+        ];
+        events.extend(end.map(|reason| SessionEvent::SessionEnd { reason }));
+        std::fs::write(lease.log_path(), log_text(events)).unwrap();
         ids.push(lease.id().to_owned());
     }
     let listed = store.list().unwrap();
@@ -192,6 +189,12 @@ fn prune_removes_old_sessions_oldest_first_never_one_in_use_and_is_bounded() {
 
 /// A `spawn` tool starting a `bash` job that runs until cancelled.
 fn spawning_registry(jobs: &JobRuntime) -> ToolRegistry {
+    job_registry(jobs, false)
+}
+
+/// A `spawn` tool starting a `bash` job that runs until cancelled or, when `quick`, has ended
+/// by the time anything polls it.
+fn job_registry(jobs: &JobRuntime, quick: bool) -> ToolRegistry {
     let registry = ToolRegistry::new();
     registry
         .global_scope()
@@ -207,6 +210,9 @@ fn spawning_registry(jobs: &JobRuntime) -> ToolRegistry {
                 .start(
                     JobStart::new("bash", "sleep 100", move || {
                         Ok(JobHooks::new(move |_| on_cancel.notify_one(), async move {
+                            if quick {
+                                return Ok(JobOutcome::new(JobEnd::Completed));
+                            }
                             cancelled.notified().await;
                             Ok(JobOutcome::new(JobEnd::Killed))
                         }))
@@ -275,11 +281,7 @@ fn crashed_log(id: &str) -> String {
             injected: vec![InjectedContext::from_plugin("bash", "a note")],
         },
     ];
-    let mut text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let mut text = log_text(events);
     text.push_str(TORN);
     text
 }
@@ -459,11 +461,7 @@ async fn a_quick_job_recorded_as_ended_before_its_start_is_not_lost() {
             label: "true".into(),
         },
     ];
-    let text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let text = log_text(events);
     std::fs::write(lease.log_path(), text).unwrap();
     drop(lease);
     let resumed = store.resume(&id).unwrap();
@@ -479,6 +477,48 @@ async fn a_quick_job_recorded_as_ended_before_its_start_is_not_lost() {
     .unwrap();
     assert_eq!(agent.pending_contexts(), vec![]);
     agent.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_job_is_logged_as_started_before_it_is_logged_as_ended() {
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let registry = job_registry(&jobs, true);
+    // A job-changed listener ahead of the agent's holds the start back until the job has
+    // ended, as a busy thread may: the runtime must not let the job end before its start has
+    // been told. The wait is bounded because, with the start told first, the end never comes
+    // while the listener waits.
+    let (ended, has_ended) = std::sync::mpsc::channel();
+    let _told_end = jobs.on_done(move |_, _| {
+        let _ = ended.send(());
+    });
+    let has_ended = std::sync::Mutex::new(has_ended);
+    let _held_start = jobs.on_changed(move |snapshot| {
+        if snapshot.status == JobStatus::Running {
+            let _ = has_ended
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_millis(300));
+        }
+    });
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([ScriptedCall::json(
+            "c1",
+            "spawn",
+            json!({}),
+        )])),
+        Step::from(Response::text("done")),
+    ]);
+    let (agent, recorder) =
+        support::recorded(support::builder(&registry, &mock).jobs(jobs.clone()));
+    agent.run("go").await.unwrap();
+    jobs.settled("bash-1", Some("s1")).await.unwrap();
+    agent.dispose().await;
+    let job_events: Vec<&str> = recorder
+        .kinds()
+        .into_iter()
+        .filter(|kind| kind.starts_with("job/"))
+        .collect();
+    assert_eq!(job_events, vec!["job/start", "job/end"]);
 }
 
 #[tokio::test]
@@ -506,11 +546,7 @@ async fn a_fork_starts_a_new_session_whose_seeded_locators_outlive_the_parent() 
             reason: SessionEndReason::Completed,
         },
     ];
-    let text: String = events
-        .into_iter()
-        .zip(1..)
-        .map(|(event, seq)| line(seq, event) + "\n")
-        .collect();
+    let text = log_text(events);
     std::fs::write(parent.log_path(), text).unwrap();
     let parent_id = parent.id().to_owned();
 

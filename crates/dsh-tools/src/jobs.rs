@@ -854,6 +854,9 @@ impl JobRuntime {
         );
         drop(state);
 
+        // Told before the watcher is spawned: on a multi-threaded runtime the watcher may
+        // settle a quick job at once, and listeners must see it running before they see it end.
+        self.inner.changed(&snapshot);
         let inner = Arc::clone(&self.inner);
         let settle_id = id.clone();
         let done = hooks.done;
@@ -871,7 +874,6 @@ impl JobRuntime {
             };
             inner.settle(&settle_id, outcome);
         });
-        self.inner.changed(&snapshot);
         tracing::debug!(job = %id, "job started");
         Ok(id)
     }
@@ -1069,8 +1071,9 @@ impl JobRuntime {
         self.listen(|inner| &inner.done_listeners, listener)
     }
 
-    /// Listens to every change: start, stopping, settlement. Failures are contained.
-    /// Disposing the returned handle removes the listener.
+    /// Listens to every change: start, stopping, settlement. The start is told before the job
+    /// can settle, so a listener never sees a job end before it sees it start. Failures are
+    /// contained. Disposing the returned handle removes the listener.
     pub fn on_changed(&self, listener: impl Fn(&JobSnapshot) + Send + Sync + 'static) -> Disposer {
         let listener: Arc<ChangedListener> = Arc::new(listener);
         self.listen(|inner| &inner.changed_listeners, listener)

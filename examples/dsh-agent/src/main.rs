@@ -572,7 +572,6 @@ async fn run(
     let interrupted = interrupts.token.clone();
     let model = select_model(&options)?;
     let store_dir = store.open()?;
-    sessions::prune_at_start(&store_dir, store.retention);
     let given_cwd = match &options.cwd {
         Some(dir) => Some(PathBuf::from(dir)),
         None if matches!(start, sessions::Start::New) => Some(
@@ -594,6 +593,9 @@ async fn run(
         &start,
         given_cwd.as_deref().unwrap_or(Path::new(".")),
     )?;
+    // After opening: the session this run holds is in use, so the prune keeps it however
+    // long it was idle (`resume` of a session past the retention).
+    sessions::prune_at_start(&store_dir, store.retention);
     let resumed_log = opened.log;
     let lease = opened.lease;
     let cwd = match given_cwd {

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 use support::{scratch, stderr, stdout, text_step};
 
@@ -25,6 +25,13 @@ fn command(store: &Path, args: &[&str]) -> std::process::Command {
 
 fn run(store: &Path, args: &[&str]) -> Output {
     command(store, args).output().unwrap()
+}
+
+/// [`run`], which must succeed (its stderr is shown when it does not).
+fn run_ok(store: &Path, args: &[&str]) -> Output {
+    let output = run(store, args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    output
 }
 
 fn script(dir: &Path, name: &str, steps: Value) -> String {
@@ -44,8 +51,7 @@ fn calls(calls: &[Value]) -> Value {
 
 /// The sessions `sessions list --json` prints.
 fn list(store: &Path) -> Vec<Value> {
-    let output = run(store, &["sessions", "list", "--json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = run_ok(store, &["sessions", "list", "--json"]);
     stdout(&output)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
@@ -145,8 +151,7 @@ fn a_spilled_output_path_stays_valid_after_the_run_in_a_private_session_director
         "s.json",
         json!([calls(&[bash("c1", "seq 1 100000", false)]), text_step("ok")]),
     );
-    let output = run(&store, &["run", "--json", "--script", &script]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = run_ok(&store, &["run", "--json", "--script", &script]);
     let id = only_session(&store);
     let session = store.join(&id);
     let log = events(&store, &id);
@@ -181,8 +186,7 @@ fn list_and_prune_never_remove_a_session_in_use() {
     let store = dir.path().join("sessions");
     let script = script(dir.path(), "s.json", json!([text_step("hi")]));
     for _ in 0..2 {
-        let output = run(&store, &["run", "--script", &script, "--cwd", "/"]);
-        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        run_ok(&store, &["run", "--script", &script, "--cwd", "/"]);
     }
     let sessions = list(&store);
     let ids: Vec<String> = sessions
@@ -221,8 +225,7 @@ fn list_and_prune_never_remove_a_session_in_use() {
     assert_eq!(stdout(&output), "");
     // The first is in use (this test holds it); pruning everything keeps it.
     let held = FsSessionStore::new(&store).resume(&ids[0]).unwrap();
-    let output = run(&store, &["sessions", "prune", "--older-than", "0"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = run_ok(&store, &["sessions", "prune", "--older-than", "0"]);
     assert_eq!(stdout(&output), format!("removed {}\n", ids[1]));
     assert_eq!(
         stderr(&output),
@@ -235,11 +238,36 @@ fn list_and_prune_never_remove_a_session_in_use() {
 
     // The prune at start removes old sessions too (here: any older than a millisecond).
     std::thread::sleep(Duration::from_millis(10));
-    let output = run(&store, &["--retention", "1ms", "run", "--script", &script]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    run_ok(&store, &["--retention", "1ms", "run", "--script", &script]);
     let left = list(&store);
     assert_eq!(left.len(), 1);
     assert_ne!(left[0]["id"], json!(ids[0]));
+}
+
+#[test]
+fn resuming_a_session_past_the_retention_keeps_it() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let script = script(dir.path(), "s.json", json!([text_step("hi")]));
+    run_ok(&store, &["run", "--script", &script]);
+    let id = only_session(&store);
+    // Idle for longer than the retention: the prune at start would take it, but the user
+    // asked for this very session.
+    std::thread::sleep(Duration::from_millis(10));
+    let output = run(
+        &store,
+        &[
+            "--retention",
+            "1ms",
+            "resume",
+            &id,
+            "--script",
+            &script,
+            "more",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(only_session(&store), id);
 }
 
 #[test]
@@ -256,8 +284,7 @@ fn a_resumed_session_continues_its_ids_and_a_held_one_names_its_holder() {
             text_step("the job is done"),
         ]),
     );
-    let output = run(&store, &["run", "--script", &first]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    run_ok(&store, &["run", "--script", &first]);
     let id = only_session(&store);
 
     // Held by this test: resuming is refused, naming the PID.
@@ -306,13 +333,8 @@ fn a_resumed_session_continues_its_ids_and_a_held_one_names_its_holder() {
         .map(|e| e["callId"].as_str().unwrap())
         .collect();
     assert_eq!(called, vec!["c1", "c2", "call-auto-3", "call-auto-4"]);
-    // The second run saw the first one's history.
-    let requests = of_type(&log, "model/request");
-    assert_eq!(
-        log.iter().filter(|e| e["type"] == "session/start").count(),
-        1
-    );
-    assert!(!requests.is_empty());
+    // The second run carried on the first one's session instead of starting another.
+    assert_eq!(of_type(&log, "session/start").len(), 1);
     assert_eq!(list(&store)[0]["state"], "ended");
     assert_eq!(list(&store)[0]["turns"], 3);
 
@@ -330,8 +352,7 @@ fn a_torn_last_line_is_dropped_and_said_and_a_fork_is_a_new_session() {
     let dir = scratch();
     let store = dir.path().join("sessions");
     let first = script(dir.path(), "first.json", json!([text_step("hello")]));
-    let output = run(&store, &["run", "--script", &first]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    run_ok(&store, &["run", "--script", &first]);
     let id = only_session(&store);
     let log_path = store.join(&id).join("events.jsonl");
     let mut text = std::fs::read_to_string(&log_path).unwrap();
@@ -341,8 +362,7 @@ fn a_torn_last_line_is_dropped_and_said_and_a_fork_is_a_new_session() {
     std::fs::write(&log_path, text).unwrap();
 
     let next = script(dir.path(), "next.json", json!([text_step("again")]));
-    let output = run(&store, &["resume", &id, "--script", &next, "more"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = run_ok(&store, &["resume", &id, "--script", &next, "more"]);
     assert_eq!(
         stderr(&output),
         format!(
@@ -354,11 +374,10 @@ fn a_torn_last_line_is_dropped_and_said_and_a_fork_is_a_new_session() {
     let log = events(&store, &id);
     check_ids(&log);
 
-    let output = run(
+    run_ok(
         &store,
         &["resume", &id, "--fork", "--script", &next, "fork"],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let sessions = list(&store);
     assert_eq!(sessions.len(), 2);
     let fork = &sessions[1];
@@ -390,25 +409,11 @@ fn sigterm_ends_the_session_as_interrupted_with_its_log_flushed() {
             { "text": "slow", "delayMs": 60_000 },
         ]),
     );
-    let started = Instant::now();
-    let mut child = command(&store, &["run", "--json", "--script", &script])
+    let child = command(&store, &["run", "--json", "--script", &script])
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    // The job started: the turn is now waiting for the slow answer.
-    let mut line = String::new();
-    while !line.contains("\"job/start\"") {
-        line.clear();
-        assert_ne!(out.read_line(&mut line).unwrap(), 0, "no job/start");
-    }
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert!(started.elapsed() < Duration::from_secs(20));
+    // Once the job started, the turn is waiting for the slow answer.
+    terminate_once_printed(child, "job/start");
     let id = only_session(&store);
     let log = events(&store, &id);
     let last = log.last().unwrap();
@@ -420,6 +425,30 @@ fn sigterm_ends_the_session_as_interrupted_with_its_log_flushed() {
     assert_eq!(turn_end[0]["reason"], "cancelled");
     check_ids(&log);
     assert_eq!(list(&store)[0]["state"], "interrupted");
+}
+
+/// Reads `child`'s `--json` events until one of type `kind`, then sends SIGTERM: the run must
+/// end promptly with the status of an interrupted session (130).
+fn terminate_once_printed(mut child: Child, kind: &str) {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while serde_json::from_str::<Value>(&line).map_or(true, |event| event["type"] != kind) {
+        line.clear();
+        assert_ne!(out.read_line(&mut line).unwrap(), 0, "no {kind}");
+    }
+    let sent = Instant::now();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        sent.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        sent.elapsed()
+    );
 }
 
 /// A tiny deterministic generator (no dependency needed): the seed is printed on failure.
@@ -601,27 +630,13 @@ fn sigterm_ends_a_chat_waiting_for_a_line() {
     let dir = scratch();
     let store = dir.path().join("sessions");
     let script = script(dir.path(), "s.json", json!([text_step("hello")]));
-    let started = Instant::now();
     let mut child = command(&store, &["chat", "--json", "--script", &script, "hi"])
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Kept open and never written: the chat waits for the next line.
+    // Kept open and never written: once the first turn ended, the chat waits for a line.
     let _stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("\"turn/end\"") {
-        line.clear();
-        assert_ne!(out.read_line(&mut line).unwrap(), 0, "no turn/end");
-    }
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert!(started.elapsed() < Duration::from_secs(20));
+    terminate_once_printed(child, "turn/end");
     let id = only_session(&store);
     let log = events(&store, &id);
     assert_eq!(log.last().unwrap()["reason"], "interrupted");
