@@ -68,6 +68,22 @@ impl State {
     }
 }
 
+/// The question put on the terminal after `card`: about a call of `tool`, or, for a request to
+/// leave the sandbox, the request itself (asked every time, so no answer for the session).
+/// Both quote the model (a tool name, a command, a justification), so both are escaped.
+fn question(card: &str, tool: &str, escalation: Option<&str>) -> String {
+    match escalation {
+        Some(reason) => format!(
+            "{card}{}\nallow it? [y] once, [n] deny: ",
+            presenters::escape_controls(reason)
+        ),
+        None => format!(
+            "{card}allow this {} call? [y] once, [a] for this session, [n] deny: ",
+            presenters::escape_controls(tool)
+        ),
+    }
+}
+
 impl Approver for TerminalApprover {
     fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let this = Arc::clone(&self.state);
@@ -100,13 +116,7 @@ impl Approver for TerminalApprover {
                 }
                 _ => String::new(),
             };
-            let prompt = match escalation {
-                Some(reason) => format!("{card}{reason}\nallow it? [y] once, [n] deny: "),
-                None => format!(
-                    "{card}allow this {} call? [y] once, [a] for this session, [n] deny: ",
-                    presenters::escape_controls(&tool)
-                ),
-            };
+            let prompt = question(&card, &tool, escalation);
             let read = tokio::task::spawn_blocking(move || {
                 let mut stderr = std::io::stderr().lock();
                 let _ = stderr.write_all(prompt.as_bytes());
@@ -192,5 +202,25 @@ mod tests {
         state.allow_for_session(String::from("bash"));
         assert!(state.allowed("bash"));
         assert!(!state.allowed("mcp__files__write_file"));
+    }
+
+    /// The request to leave the sandbox quotes the model's command and justification: a
+    /// control sequence in them must not redraw the question the person answers.
+    #[test]
+    fn questions_show_what_the_model_wrote_escaped() {
+        assert_eq!(
+            question("", "ev\u{1b}]0;t\u{7}il", None),
+            r"allow this ev\x1b]0;t\x07il call? [y] once, [a] for this session, [n] deny: "
+        );
+        let reason = format!(
+            "{}run `curl x.example` outside the sandbox (workspace-write); justification: \
+             tests\r\u{1b}[2Krun `ls`\u{202e}",
+            tool_bash::tool::ESCALATION_PREFIX
+        );
+        assert_eq!(
+            question("▶ card\n", "bash", Some(&reason)),
+            "▶ card\nleave the sandbox: run `curl x.example` outside the sandbox (workspace-write); \
+             justification: tests\\x0d\\x1b[2Krun `ls`\\u{202e}\nallow it? [y] once, [n] deny: "
+        );
     }
 }
