@@ -52,12 +52,16 @@ fn answer(line: &str) -> Answer {
 }
 
 impl State {
-    /// Whether the person allowed `tool` for the rest of the session.
-    fn allowed(&self, tool: &str) -> bool {
-        self.allowed_for_session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(tool)
+    /// Whether a call of `tool` is granted without asking: the person allowed the tool for the
+    /// rest of the session, and the call is not a request to leave the sandbox, which is asked
+    /// every time.
+    fn granted_without_asking(&self, tool: &str, escalation: Option<&str>) -> bool {
+        escalation.is_none()
+            && self
+                .allowed_for_session
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(tool)
     }
 
     fn allow_for_session(&self, tool: String) {
@@ -94,7 +98,7 @@ impl Approver for TerminalApprover {
                 .as_deref()
                 .filter(|reason| reason.starts_with(tool_bash::tool::ESCALATION_PREFIX));
             let tool = request.execution.name().to_owned();
-            if escalation.is_none() && this.allowed(&tool) {
+            if this.granted_without_asking(&tool, escalation) {
                 return Approval::Grant;
             }
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
@@ -103,7 +107,7 @@ impl Approver for TerminalApprover {
                 };
             }
             let _turn = this.asking.lock().await;
-            if escalation.is_none() && this.allowed(&tool) {
+            if this.granted_without_asking(&tool, escalation) {
                 return Approval::Grant;
             }
             let execution = &request.execution;
@@ -198,10 +202,13 @@ mod tests {
             allowed_for_session: Mutex::default(),
             asking: tokio::sync::Mutex::new(()),
         };
-        assert!(!state.allowed("bash"));
+        assert!(!state.granted_without_asking("bash", None));
         state.allow_for_session(String::from("bash"));
-        assert!(state.allowed("bash"));
-        assert!(!state.allowed("mcp__files__write_file"));
+        assert!(state.granted_without_asking("bash", None));
+        assert!(!state.granted_without_asking("mcp__files__write_file", None));
+        // A request to leave the sandbox is asked even for a tool allowed for the session.
+        let escalation = format!("{}run `ls`", tool_bash::tool::ESCALATION_PREFIX);
+        assert!(!state.granted_without_asking("bash", Some(&escalation)));
     }
 
     /// The request to leave the sandbox quotes the model's command and justification: a
