@@ -202,9 +202,9 @@ fn regions(text: &str, file: &str) -> Result<Vec<Region>> {
     Ok(out)
 }
 
-/// The markdown files checked: README and everything under docs/.
+/// The markdown files checked: the README, its translation and everything under docs/.
 pub(crate) fn documents(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut out = vec![root.join("README.md")];
+    let mut out = vec![root.join("README.md"), root.join("README.zh.md")];
     let mut stack = vec![root.join("docs")];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -604,6 +604,25 @@ mod tests {
             problems(dir.path()),
             [
                 "docs/cookbook/adding-a-tool.md and docs/cookbook/adding-a-tool.zh.md: code block 1 differs (docs/cookbook/adding-a-tool.md line 13, docs/cookbook/adding-a-tool.zh.md line 13); code blocks must be byte-identical in both languages. fix: copy the block from one file to the other"
+            ]
+        );
+    }
+
+    /// The root README and its translation are a pair like those under docs/.
+    #[test]
+    fn the_root_readme_translation_is_compared() {
+        let dir = copy_of_docs();
+        edit(dir.path(), "README.zh.md", |t| {
+            t.replacen(
+                "cargo test --workspace",
+                "cargo test --workspace --quiet",
+                1,
+            )
+        });
+        assert_eq!(
+            problems(dir.path()),
+            [
+                "README.md and README.zh.md: code block 1 differs (README.md line 7, README.zh.md line 7); code blocks must be byte-identical in both languages. fix: copy the block from one file to the other"
             ]
         );
     }

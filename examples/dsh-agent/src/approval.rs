@@ -52,12 +52,16 @@ fn answer(line: &str) -> Answer {
 }
 
 impl State {
-    /// Whether the person allowed `tool` for the rest of the session.
-    fn allowed(&self, tool: &str) -> bool {
-        self.allowed_for_session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(tool)
+    /// Whether a call of `tool` is granted without asking: the person allowed the tool for the
+    /// rest of the session, and the call is not a request to leave the sandbox, which is asked
+    /// every time.
+    fn granted_without_asking(&self, tool: &str, escalation: Option<&str>) -> bool {
+        escalation.is_none()
+            && self
+                .allowed_for_session
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(tool)
     }
 
     fn allow_for_session(&self, tool: String) {
@@ -65,6 +69,22 @@ impl State {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(tool);
+    }
+}
+
+/// The question put on the terminal after `card`: about a call of `tool`, or, for a request to
+/// leave the sandbox, the request itself (asked every time, so no answer for the session).
+/// Both quote the model (a tool name, a command, a justification), so both are escaped.
+fn question(card: &str, tool: &str, escalation: Option<&str>) -> String {
+    match escalation {
+        Some(reason) => format!(
+            "{card}{}\nallow it? [y] once, [n] deny: ",
+            presenters::escape_controls(reason)
+        ),
+        None => format!(
+            "{card}allow this {} call? [y] once, [a] for this session, [n] deny: ",
+            presenters::escape_controls(tool)
+        ),
     }
 }
 
@@ -78,7 +98,7 @@ impl Approver for TerminalApprover {
                 .as_deref()
                 .filter(|reason| reason.starts_with(tool_bash::tool::ESCALATION_PREFIX));
             let tool = request.execution.name().to_owned();
-            if escalation.is_none() && this.allowed(&tool) {
+            if this.granted_without_asking(&tool, escalation) {
                 return Approval::Grant;
             }
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
@@ -87,7 +107,7 @@ impl Approver for TerminalApprover {
                 };
             }
             let _turn = this.asking.lock().await;
-            if escalation.is_none() && this.allowed(&tool) {
+            if this.granted_without_asking(&tool, escalation) {
                 return Approval::Grant;
             }
             let execution = &request.execution;
@@ -100,13 +120,7 @@ impl Approver for TerminalApprover {
                 }
                 _ => String::new(),
             };
-            let prompt = match escalation {
-                Some(reason) => format!("{card}{reason}\nallow it? [y] once, [n] deny: "),
-                None => format!(
-                    "{card}allow this {} call? [y] once, [a] for this session, [n] deny: ",
-                    presenters::escape_controls(&tool)
-                ),
-            };
+            let prompt = question(&card, &tool, escalation);
             let read = tokio::task::spawn_blocking(move || {
                 let mut stderr = std::io::stderr().lock();
                 let _ = stderr.write_all(prompt.as_bytes());
@@ -188,9 +202,32 @@ mod tests {
             allowed_for_session: Mutex::default(),
             asking: tokio::sync::Mutex::new(()),
         };
-        assert!(!state.allowed("bash"));
+        assert!(!state.granted_without_asking("bash", None));
         state.allow_for_session(String::from("bash"));
-        assert!(state.allowed("bash"));
-        assert!(!state.allowed("mcp__files__write_file"));
+        assert!(state.granted_without_asking("bash", None));
+        assert!(!state.granted_without_asking("mcp__files__write_file", None));
+        // A request to leave the sandbox is asked even for a tool allowed for the session.
+        let escalation = format!("{}run `ls`", tool_bash::tool::ESCALATION_PREFIX);
+        assert!(!state.granted_without_asking("bash", Some(&escalation)));
+    }
+
+    /// The request to leave the sandbox quotes the model's command and justification: a
+    /// control sequence in them must not redraw the question the person answers.
+    #[test]
+    fn questions_show_what_the_model_wrote_escaped() {
+        assert_eq!(
+            question("", "ev\u{1b}]0;t\u{7}il", None),
+            r"allow this ev\x1b]0;t\x07il call? [y] once, [a] for this session, [n] deny: "
+        );
+        let reason = format!(
+            "{}run `curl x.example` outside the sandbox (workspace-write); justification: \
+             tests\r\u{1b}[2Krun `ls`\u{202e}",
+            tool_bash::tool::ESCALATION_PREFIX
+        );
+        assert_eq!(
+            question("▶ card\n", "bash", Some(&reason)),
+            "▶ card\nleave the sandbox: run `curl x.example` outside the sandbox (workspace-write); \
+             justification: tests\\x0d\\x1b[2Krun `ls`\\u{202e}\nallow it? [y] once, [n] deny: "
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! Command-line parsing with `clap`: six subcommands, `--help`/`-h` on each, `--version`,
+//! Command-line parsing with `clap`: the subcommands, `--help`/`-h` on each, `--version`,
 //! `--opt=value` and `--opt value`, `--` before a prompt that starts with `-`, did-you-mean
 //! suggestions, and exit status 2 for a usage error.
 

@@ -274,7 +274,9 @@ fn shell_executor(
     match sandboxed(mode, cwd, config.clone()) {
         Ok(confined) => Ok(confined),
         Err(why) if choice.is_none() => {
-            eprintln!("warning: the shell sandbox is off: {why}");
+            output::say(&format!(
+                "dsh-agent: warning: the shell sandbox is off: {why}"
+            ));
             Ok(off(Some(why)))
         }
         Err(why) => Err(Failure::new(2, format!("--sandbox {mode}: {why}"))),

@@ -7,28 +7,19 @@ mod npm;
 #[path = "../../../crates/dsh-tools/tests/support/typescript.rs"]
 mod typescript;
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
+use support::{stderr, stdout};
 
+/// Runs `dsh-agent <args>` to the end (see [`support::command`]), with `stdin` written to it.
 fn dsh_agent(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh-agent"));
-    command
-        .args(args)
-        .env("NO_COLOR", "1")
-        // The tests' store, never the user's home.
-        .env(
-            "DSH_SESSION_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions"),
-        )
-        .env_remove("DSH_MODEL")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = support::command(args, &[]);
+    if stdin.is_some() {
+        command.stdin(Stdio::piped());
+    }
     let mut child = command.spawn().unwrap();
     if let Some(text) = stdin {
         use std::io::Write;
@@ -40,14 +31,6 @@ fn dsh_agent(args: &[&str], stdin: Option<&str>) -> Output {
             .unwrap();
     }
     child.wait_with_output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
 }
 
 #[test]

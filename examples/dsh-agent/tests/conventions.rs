@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{bash_step, run, run_with, scratch, stderr, stdout, text_step, write_script};
 
-const SUBCOMMANDS: [&str; 7] = [
-    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk",
+const SUBCOMMANDS: [&str; 8] = [
+    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk", "mcp",
 ];
 
 #[test]
@@ -36,6 +36,16 @@ fn every_subcommand_has_help_on_stdout_with_status_zero() {
     let top = run(&["--help"]);
     assert_eq!(top.status.code(), Some(0));
     let text = stdout(&top);
+    // Every subcommand the help lists is checked above: a new one cannot be left out.
+    let listed: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert_eq!(listed, SUBCOMMANDS, "{text}");
     for expected in SUBCOMMANDS.iter().map(|s| format!("  {s} ")).chain([
         "Exit status:".into(),
         "  4    ".into(),

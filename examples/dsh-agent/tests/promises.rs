@@ -3,31 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn dsh_agent(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dsh-agent"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        // The tests' store, never the user's home.
-        .env(
-            "DSH_SESSION_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/dsh-agent-sessions"),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8(output.stderr.clone()).unwrap()
-}
+use std::process::{Command, Output};
+use support::{run as dsh_agent, stderr, stdout};
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
