@@ -195,6 +195,32 @@ async fn a_long_running_call_is_cancelled_and_a_slow_one_times_out() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_children_are_killed_with_it() {
+    let mark = unique_mark("group");
+    // The server leaves a child behind in its process group; it exits on its own when its stdin
+    // closes, and the child must not outlive it.
+    let script = format!(
+        "sleep 600 </dev/null >/dev/null 2>&1 & exec node '{}' stdio",
+        everything_entry().display()
+    );
+    let mut server = StdioServer::new("sh", ["-c".to_owned(), script]);
+    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.clone());
+    let mut config = McpConfig::default();
+    config
+        .servers
+        .insert("everything".into(), ServerConfig::Stdio(server));
+    let registry = ToolRegistry::new();
+    let servers = McpServers::start(registry.global_scope(), &config, McpOptions::default())
+        .await
+        .unwrap();
+    let status = servers.server_status("everything").unwrap();
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(support::marked_processes(&mark).len(), 2);
+    servers.shutdown().await;
+    assert_no_process_left(&mark).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_added_after_initialisation_arrive_through_list_changed() {
     let mark = unique_mark("changed");
     let (registry, servers) = start(&mark, McpOptions::default()).await;
