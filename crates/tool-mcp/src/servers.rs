@@ -351,7 +351,6 @@ impl McpServers {
                 restarts: 0,
             }),
             list_changed: Arc::new(Notify::new()),
-            hung: Notify::new(),
             shutdown: self.shutdown.child_token(),
         });
         servers.insert(name.to_owned(), Arc::clone(&server));
@@ -412,6 +411,9 @@ struct Live {
     peer: Peer<RoleClient>,
     /// Fires when the connection ends; `ended` says why.
     closed: CancellationToken,
+    /// Fired by a probe that found this connection's server not answering; a token of the
+    /// connection, so a late probe cannot end the next one.
+    hung: CancellationToken,
     ended: Arc<Mutex<Option<McpFailure>>>,
 }
 
@@ -435,7 +437,6 @@ struct Server {
     live: Mutex<Option<Live>>,
     status: Mutex<ServerStatus>,
     list_changed: Arc<Notify>,
-    hung: Notify,
     shutdown: CancellationToken,
 }
 
@@ -599,6 +600,7 @@ impl Server {
         let live = Live {
             peer: service.peer().clone(),
             closed: CancellationToken::new(),
+            hung: CancellationToken::new(),
             ended: Arc::new(Mutex::new(None)),
         };
         let stop = service.cancellation_token();
@@ -636,28 +638,23 @@ impl Server {
         let ending = if listed.is_none() {
             Ending::Exited
         } else {
-            loop {
-                tokio::select! {
-                    () = self.shutdown.cancelled() => break Ending::Shutdown,
-                    () = self.list_changed.notified() => {
-                        let refreshed = tokio::time::timeout(
-                            self.options.connect_timeout,
-                            self.refresh(&live.peer),
-                        );
-                        tokio::select! {
-                            _ = refreshed => {}
-                            _ = &mut waiting => {
-                                finished = true;
-                                break Ending::Exited;
-                            }
-                        }
-                    }
-                    () = self.hung.notified() => break Ending::Hung,
-                    _ = &mut waiting => {
-                        finished = true;
-                        break Ending::Exited;
-                    }
+            // The reloads race the ending like any other branch: a reload the server never
+            // answers must not delay a shutdown or hide a hang.
+            let reloads = async {
+                loop {
+                    self.list_changed.notified().await;
+                    let refreshed = self.refresh(&live.peer);
+                    let _ = tokio::time::timeout(self.options.connect_timeout, refreshed).await;
                 }
+            };
+            tokio::select! {
+                () = self.shutdown.cancelled() => Ending::Shutdown,
+                () = live.hung.cancelled() => Ending::Hung,
+                _ = &mut waiting => {
+                    finished = true;
+                    Ending::Exited
+                }
+                _ = reloads => Ending::Exited,
             }
         };
         let failure = match ending {
@@ -969,7 +966,7 @@ impl Server {
                 && !live.closed.is_cancelled()
             {
                 tracing::warn!(server = %server.name, "MCP server does not answer; killing it");
-                server.hung.notify_one();
+                live.hung.cancel();
             }
         });
     }

@@ -1,5 +1,6 @@
 //! Fault injection with an in-process rmcp server over an in-memory pipe: a crash mid-call, a
-//! hang, a malformed result, a schema that does not compile, and a destructive tool.
+//! hang (during a call, and during a reload of the tool list), a malformed result, a schema
+//! that does not compile, and a destructive tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,6 +41,8 @@ struct Faulty {
 struct Signals {
     arrived: Arc<tokio::sync::Notify>,
     cancelled: Arc<tokio::sync::Notify>,
+    /// Fired when a `tools/list` arrives after `hang` or `stall` and will never be answered.
+    listing_stalled: Arc<tokio::sync::Notify>,
 }
 
 fn tools() -> ListToolsResult {
@@ -49,6 +52,8 @@ fn tools() -> ListToolsResult {
         {"name": "crash", "description": "Crash the server mid-call.",
          "inputSchema": {"type": "object"}},
         {"name": "hang", "description": "Stop answering anything.",
+         "inputSchema": {"type": "object"}},
+        {"name": "stall", "description": "Announce a new tool list, then stop answering anything.",
          "inputSchema": {"type": "object"}},
         {"name": "malformed", "description": "Break the output schema.",
          "inputSchema": {"type": "object"},
@@ -82,6 +87,7 @@ impl ServerHandler for Faulty {
         let hung = self.hung.load(Ordering::SeqCst);
         async move {
             if hung {
+                self.signals.listing_stalled.notify_one();
                 std::future::pending::<()>().await;
             }
             Ok(tools())
@@ -113,6 +119,11 @@ impl ServerHandler for Faulty {
                 }
                 "hang" => {
                     self.hung.store(true, Ordering::SeqCst);
+                    std::future::pending().await
+                }
+                "stall" => {
+                    self.hung.store(true, Ordering::SeqCst);
+                    let _ = context.peer.notify_tool_list_changed().await;
                     std::future::pending().await
                 }
                 "malformed" => serde_json::from_value(
@@ -256,6 +267,7 @@ async fn a_schema_that_does_not_compile_is_rejected_alone() {
             "mcp__faulty__hang",
             "mcp__faulty__malformed",
             "mcp__faulty__ok",
+            "mcp__faulty__stall",
             "mcp__faulty__typed",
             "mcp__faulty__wait",
             "mcp__faulty__wipe"
@@ -361,7 +373,7 @@ async fn a_crash_mid_call_fails_the_call_unregisters_restarts_and_tells_the_agen
         listener.told.lock().unwrap().clone(),
         [
             "The MCP server `faulty` exited; its tools are unavailable until it restarts.",
-            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
+            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__stall, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
         ]
     );
     servers.shutdown().await;
@@ -385,6 +397,37 @@ async fn a_hung_server_times_out_is_killed_and_restarted() {
     );
     assert!(!call_as(&registry, &agent, "mcp__faulty__ok").await.is_error);
     servers.shutdown().await;
+    assert_eq!(registry.schemas(None), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_hangs_while_its_tool_list_reloads_is_killed_and_restarted() {
+    let (registry, servers, connections, _) = start().await;
+    let stalled = support::call(&registry, "mcp__faulty__stall", "{}").await;
+    assert_eq!(failure(&stalled).0, FailureCode::Timeout, "{stalled:?}");
+    // The probe after the timeout finds the server hung, though the reload of its tool list
+    // (bounded only by the connect timeout, a minute) is still waiting for an answer.
+    let status = tokio::time::timeout(Duration::from_secs(10), servers.wait_connected("faulty", 1))
+        .await
+        .expect("the hung server was not restarted")
+        .unwrap();
+    assert_eq!((status.state, status.restarts), (ServerState::Connected, 1));
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_tool_list_reload_that_hangs() {
+    let (registry, servers, _, _, signals) = start_with_signals().await;
+    let stalled = support::call(&registry, "mcp__faulty__stall", "{}");
+    let shutdown = async {
+        signals.listing_stalled.notified().await;
+        tokio::time::timeout(Duration::from_secs(5), servers.shutdown())
+            .await
+            .expect("shutdown waited for the reload");
+    };
+    let (stalled, ()) = tokio::join!(stalled, shutdown);
+    assert!(stalled.is_error, "{stalled:?}");
     assert_eq!(registry.schemas(None), Vec::new());
 }
 
