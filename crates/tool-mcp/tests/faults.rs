@@ -1,6 +1,6 @@
 //! Fault injection with an in-process rmcp server over an in-memory pipe: a crash mid-call, a
 //! hang (during a call, and during a reload of the tool list), a malformed result, a schema
-//! that does not compile, and a destructive tool.
+//! that does not compile, an output schema with references, and a destructive tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -58,6 +58,10 @@ fn tools() -> ListToolsResult {
         {"name": "malformed", "description": "Break the output schema.",
          "inputSchema": {"type": "object"},
          "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+        {"name": "refs", "description": "Answer under an output schema that refers to its own definitions.",
+         "inputSchema": {"type": "object"},
+         "outputSchema": {"type": "object", "$defs": {"n": {"type": "integer"}},
+                          "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}},
         {"name": "bad_schema", "description": "A schema that does not compile.",
          "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
         {"name": "typed", "description": "A schema with $ref, anyOf and a format.",
@@ -125,6 +129,10 @@ impl ServerHandler for Faulty {
                     self.hung.store(true, Ordering::SeqCst);
                     let _ = context.peer.notify_tool_list_changed().await;
                     std::future::pending().await
+                }
+                "refs" => {
+                    serde_json::from_value(json!({"content": [], "structuredContent": {"n": 1}}))
+                        .unwrap()
                 }
                 "malformed" => serde_json::from_value(
                     json!({"content": [], "structuredContent": {"n": "not a number"}}),
@@ -267,6 +275,7 @@ async fn a_schema_that_does_not_compile_is_rejected_alone() {
             "mcp__faulty__hang",
             "mcp__faulty__malformed",
             "mcp__faulty__ok",
+            "mcp__faulty__refs",
             "mcp__faulty__stall",
             "mcp__faulty__typed",
             "mcp__faulty__wait",
@@ -373,7 +382,7 @@ async fn a_crash_mid_call_fails_the_call_unregisters_restarts_and_tells_the_agen
         listener.told.lock().unwrap().clone(),
         [
             "The MCP server `faulty` exited; its tools are unavailable until it restarts.",
-            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__stall, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
+            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__refs, mcp__faulty__stall, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
         ]
     );
     servers.shutdown().await;
@@ -429,6 +438,15 @@ async fn shutdown_does_not_wait_for_a_tool_list_reload_that_hangs() {
     let (stalled, ()) = tokio::join!(stalled, shutdown);
     assert!(stalled.is_error, "{stalled:?}");
     assert_eq!(registry.schemas(None), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_schema_that_refers_to_its_own_definitions_validates_the_result() {
+    let (registry, servers, _, _) = start().await;
+    let result = support::call(&registry, "mcp__faulty__refs", "{}").await;
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(**result.value.as_ref().unwrap(), json!({"n": 1}));
+    servers.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
