@@ -19,7 +19,9 @@ async fn start(mark: &str, options: McpOptions) -> (ToolRegistry, McpServers) {
         "node",
         [everything_entry().display().to_string(), "stdio".into()],
     );
-    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.into());
+    server
+        .env
+        .insert(support::processes::MARK_VAR.into(), mark.into());
     let mut config = McpConfig::default();
     config
         .servers
@@ -204,7 +206,9 @@ async fn the_servers_own_children_are_killed_with_it() {
         everything_entry().display()
     );
     let mut server = StdioServer::new("sh", ["-c".to_owned(), script]);
-    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.clone());
+    server
+        .env
+        .insert(support::processes::MARK_VAR.into(), mark.clone());
     let mut config = McpConfig::default();
     config
         .servers
@@ -215,7 +219,7 @@ async fn the_servers_own_children_are_killed_with_it() {
         .unwrap();
     let status = servers.server_status("everything").unwrap();
     assert_eq!(status.state, ServerState::Connected, "{status:?}");
-    assert_eq!(support::marked_processes(&mark).len(), 2);
+    assert_eq!(support::processes::marked_processes(&mark).len(), 2);
     servers.shutdown().await;
     assert_no_process_left(&mark).await;
 }
