@@ -70,7 +70,8 @@ impl fmt::Display for McpFailure {
 }
 
 /// Restarts of a server that exited or hung: the delay doubles from `initial_delay` up to
-/// `max_delay`, and after `max_attempts` failed starts in a row the server is given up on.
+/// `max_delay`, and after `max_attempts` failed starts in a row the server is given up on. A
+/// start fails unless the server connects and lists its tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RestartPolicy {
@@ -461,6 +462,8 @@ type Service = RunningService<RoleClient, Handler>;
 /// How a connection ended.
 enum Ending {
     Shutdown,
+    /// It closed, or `tools/list` timed out, before the tools were listed.
+    Unlisted,
     Exited,
     Hung,
 }
@@ -495,11 +498,17 @@ impl Server {
             };
             let reason = match connected {
                 Ok(Ok((service, process))) => {
-                    failures = 0;
                     let restarted = started_once;
                     started_once = true;
-                    match self.serve(service, process, ready.take(), restarted).await {
+                    let ending = self.serve(service, process, ready.take(), restarted).await;
+                    // A start succeeds once the tools are listed: a server that always ends
+                    // (or stalls) before is given up on like one that cannot be spawned.
+                    if !matches!(ending, Ending::Unlisted) {
+                        failures = 0;
+                    }
+                    match ending {
                         Ending::Shutdown => break,
+                        Ending::Unlisted => String::from("the server did not list its tools"),
                         Ending::Exited => String::from("the server exited"),
                         Ending::Hung => String::from("the server stopped answering and was killed"),
                     }
@@ -636,7 +645,7 @@ impl Server {
             );
         }
         let ending = if listed.is_none() {
-            Ending::Exited
+            Ending::Unlisted
         } else {
             // The reloads race the ending like any other branch: a reload the server never
             // answers must not delay a shutdown or hide a hang.

@@ -1,6 +1,7 @@
 //! Fault injection with an in-process rmcp server over an in-memory pipe: a crash mid-call, a
-//! hang (during a call, and during a reload of the tool list), a malformed result, a schema
-//! that does not compile, an output schema with references, and a destructive tool.
+//! hang (during a call, and during a reload of the tool list), a server that never lists its
+//! tools, a malformed result, a schema that does not compile, an output schema with references,
+//! and a destructive tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,6 +35,8 @@ struct Faulty {
     crash: Arc<tokio::sync::Notify>,
     /// Fired when a `wait` call arrives, and when it is cancelled by the client.
     signals: Signals,
+    /// Whether the server crashes on `tools/list`.
+    crash_on_list: bool,
 }
 
 /// What the test sees of `wait` calls, shared by every connection.
@@ -89,6 +92,9 @@ impl ServerHandler for Faulty {
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + MaybeSendFuture + '_ {
         let hung = self.hung.load(Ordering::SeqCst);
+        if self.crash_on_list {
+            self.crash.notify_one();
+        }
         async move {
             if hung {
                 self.signals.listing_stalled.notify_one();
@@ -150,12 +156,14 @@ impl ServerHandler for Faulty {
 struct InProcess {
     connections: Arc<AtomicU32>,
     signals: Signals,
+    crash_on_list: bool,
 }
 
 impl Connector for InProcess {
     fn connect(&self) -> BoxFuture<'static, std::io::Result<StreamConnection>> {
         self.connections.fetch_add(1, Ordering::SeqCst);
         let signals = self.signals.clone();
+        let crash_on_list = self.crash_on_list;
         Box::pin(async move {
             // client ⇄ relay ⇄ server: a crash ends the relay, which drops the client's pipe
             // at once, the way a dying process closes its stdio.
@@ -163,6 +171,7 @@ impl Connector for InProcess {
             let (mut relay_server, server) = tokio::io::duplex(1 << 16);
             let handler = Faulty {
                 signals,
+                crash_on_list,
                 ..Faulty::default()
             };
             let crash = Arc::clone(&handler.crash);
@@ -446,6 +455,41 @@ async fn an_output_schema_that_refers_to_its_own_definitions_validates_the_resul
     let result = support::call(&registry, "mcp__faulty__refs", "{}").await;
     assert!(!result.is_error, "{result:?}");
     assert_eq!(**result.value.as_ref().unwrap(), json!({"n": 1}));
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_lists_its_tools_is_given_up_on() {
+    let registry = ToolRegistry::new();
+    let mut options = options();
+    options.restart.max_attempts = 2;
+    let servers = McpServers::new(registry.global_scope(), options).unwrap();
+    let connector = InProcess {
+        crash_on_list: true,
+        ..InProcess::default()
+    };
+    let connections = Arc::clone(&connector.connections);
+    servers
+        .add_connector("faulty", Arc::new(connector))
+        .unwrap()
+        .await;
+    // No restart count is ever reached: this waits for the server to be stopped.
+    let status = tokio::time::timeout(
+        Duration::from_secs(10),
+        servers.wait_connected("faulty", u32::MAX),
+    )
+    .await
+    .expect("the server was restarted without end")
+    .unwrap();
+    assert_eq!(
+        status.state,
+        ServerState::Stopped {
+            reason: String::from(
+                "the server did not list its tools; gave up after 3 failed starts"
+            )
+        }
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
     servers.shutdown().await;
 }
 
