@@ -380,9 +380,8 @@ impl McpServers {
         servers.get(name).map(|server| server.status())
     }
 
-    /// Waits until `name` has (re)connected more than `restarts` times in all, for tests and
-    /// hosts that show progress: resolves once its status shows it connected with a restart
-    /// count above `restarts`, or stopped.
+    /// Waits until `name` is connected after at least `restarts` restarts, or stopped, for
+    /// tests and hosts that show progress; `None` when there is no such server.
     pub async fn wait_connected(&self, name: &str, restarts: u32) -> Option<ServerStatus> {
         loop {
             let status = self.server_status(name)?;
