@@ -745,13 +745,15 @@ impl Server {
             .map(|d| d.name().to_owned())
             .collect();
         names.sort();
+        // The status is read before the shared set is locked: `unregister` takes the two
+        // locks in that order too.
+        let previous = self.status().tools;
         {
             let mut set = self
                 .shared
                 .destructive
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            let previous = self.status().tools;
             for name in previous {
                 set.remove(&name);
             }
