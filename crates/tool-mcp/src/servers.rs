@@ -461,7 +461,7 @@ type Service = RunningService<RoleClient, Handler>;
 /// How a connection ended.
 enum Ending {
     Shutdown,
-    /// It closed, or `tools/list` timed out, before the tools were listed.
+    /// It closed, or `tools/list` went unanswered, before the tools were listed.
     Unlisted,
     Exited,
     Hung,
@@ -617,10 +617,10 @@ impl Server {
         let mut finished = false;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let listed = tokio::select! {
-            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.ok(),
+            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.unwrap_or(false),
             _ = &mut waiting => {
                 finished = true;
-                None
+                false
             }
         };
         {
@@ -633,7 +633,7 @@ impl Server {
         if let Some(ready) = ready {
             let _ = ready.send(());
         }
-        if restarted && listed.is_some() {
+        if restarted && listed {
             let tools = self.status().tools.join(", ");
             self.shared.tell(
                 &self.name,
@@ -643,7 +643,7 @@ impl Server {
                 ),
             );
         }
-        let ending = if listed.is_none() {
+        let ending = if !listed {
             Ending::Unlisted
         } else {
             // The reloads race the ending like any other branch: a reload the server never
@@ -702,13 +702,15 @@ impl Server {
         ending
     }
 
-    /// Lists the server's tools and registers them in place of the previous list.
-    async fn refresh(self: &Arc<Self>, peer: &Peer<RoleClient>) {
+    /// Lists the server's tools and registers them in place of the previous list. Whether
+    /// the server answered: with a list, or with a protocol error (a server without tools),
+    /// not a connection that closed.
+    async fn refresh(self: &Arc<Self>, peer: &Peer<RoleClient>) -> bool {
         let tools = match peer.list_all_tools().await {
             Ok(tools) => tools,
             Err(error) => {
                 tracing::warn!(server = %self.name, "MCP tools/list failed: {error}");
-                return;
+                return matches!(error, ServiceError::McpError(_));
             }
         };
         let mut definitions = Vec::new();
@@ -772,6 +774,7 @@ impl Server {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         status.tools = names;
         status.rejected = rejected;
+        true
     }
 
     fn unregister(&self) {

@@ -92,10 +92,12 @@ impl ServerHandler for Faulty {
         _context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + MaybeSendFuture + '_ {
         let hung = self.hung.load(Ordering::SeqCst);
-        if self.crash_on_list {
-            self.crash.notify_one();
-        }
         async move {
+            if self.crash_on_list {
+                // Never answered: the list must not slip through the relay before it closes.
+                self.crash.notify_one();
+                std::future::pending::<()>().await;
+            }
             if hung {
                 self.signals.listing_stalled.notify_one();
                 std::future::pending::<()>().await;
