@@ -53,16 +53,77 @@ pub fn content_value_schema() -> Value {
 
 /// The output schema registered for a tool: its own output schema, or a reported failure; or,
 /// without one, the content value.
+///
+/// The declared schema moves down to `anyOf/0`, so its references into itself (`#/$defs/…`,
+/// `#/definitions/…`, `#/properties/…`, `#`) are moved with it, unless it is a resource of its
+/// own (`$id`, against which they resolve already); its `$schema` stays the document's dialect.
 pub(crate) fn output_schema(declared: Option<&Value>) -> Value {
-    match declared {
-        None => content_value_schema(),
-        Some(declared) => {
-            let mut failure = content_value_schema();
-            if let Some(properties) = failure.get_mut("properties").and_then(Value::as_object_mut) {
-                properties.insert("isError".into(), json!({"const": true}));
-            }
-            json!({"anyOf": [declared, failure]})
+    let Some(declared) = declared else {
+        return content_value_schema();
+    };
+    let mut failure = content_value_schema();
+    if let Some(properties) = failure.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.insert("isError".into(), json!({"const": true}));
+    }
+    let mut declared = declared.clone();
+    let mut wrapper = Map::new();
+    if let Value::Object(root) = &declared {
+        if let Some(dialect) = root.get("$schema") {
+            wrapper.insert("$schema".into(), dialect.clone());
         }
+        if !root.contains_key("$id") {
+            rebase_refs(&mut declared, DECLARED_PLACE);
+        }
+    }
+    wrapper.insert("anyOf".into(), json!([declared, failure]));
+    Value::Object(wrapper)
+}
+
+/// Where [`output_schema`] puts the declared schema, as a JSON pointer.
+const DECLARED_PLACE: &str = "/anyOf/0";
+
+/// Keywords whose values are data, not schemas: a `$ref` key in them is not a reference.
+const DATA_KEYWORDS: &[&str] = &["const", "enum", "default", "examples"];
+
+/// Keywords whose values map names (not keywords) to schemas.
+const SCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Prefixes the local JSON-pointer references (`#`, `#/…`) of `schema` and its subschemas with
+/// `place`, where the schema now sits in the document. Anchors (`#name`) and other documents'
+/// references are left as they are.
+fn rebase_refs(schema: &mut Value, place: &str) {
+    match schema {
+        Value::Object(object) => {
+            for (keyword, value) in object.iter_mut() {
+                match (keyword.as_str(), value) {
+                    ("$ref", Value::String(reference))
+                        if reference == "#" || reference.starts_with("#/") =>
+                    {
+                        reference.insert_str(1, place);
+                    }
+                    (keyword, _) if DATA_KEYWORDS.contains(&keyword) => {}
+                    (keyword, Value::Object(map)) if SCHEMA_MAPS.contains(&keyword) => {
+                        for subschema in map.values_mut() {
+                            rebase_refs(subschema, place);
+                        }
+                    }
+                    (_, value) => rebase_refs(value, place),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                rebase_refs(item, place);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -254,6 +315,46 @@ mod tests {
                 "The tool reported an error: no such city"
             )]
         );
+    }
+
+    #[test]
+    fn a_declared_output_schema_keeps_its_dialect_and_its_references_follow_it() {
+        let declared = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "definitions": {"n": {"type": "integer"}, "node": {"items": {"$ref": "#"}}},
+            "properties": {
+                "a": {"$ref": "#/definitions/n"},
+                "b": {"$ref": "#/properties/a"},
+                "const": {"$ref": "#/definitions/n", "default": {"$ref": "#/data"}},
+                "c": {"anyOf": [{"$ref": "#/definitions/node"}, {"$ref": "#anchor"}]}
+            }
+        });
+        let registered = output_schema(Some(&declared));
+        assert_eq!(
+            registered["$schema"],
+            json!("http://json-schema.org/draft-07/schema#")
+        );
+        assert_eq!(
+            registered["anyOf"][0],
+            json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "definitions": {
+                    "n": {"type": "integer"},
+                    "node": {"items": {"$ref": "#/anyOf/0"}}
+                },
+                "properties": {
+                    "a": {"$ref": "#/anyOf/0/definitions/n"},
+                    "b": {"$ref": "#/anyOf/0/properties/a"},
+                    "const": {"$ref": "#/anyOf/0/definitions/n", "default": {"$ref": "#/data"}},
+                    "c": {"anyOf": [{"$ref": "#/anyOf/0/definitions/node"}, {"$ref": "#anchor"}]}
+                }
+            })
+        );
+        // A schema with an `$id` is a resource of its own: its references resolve against it.
+        let resource = json!({"$id": "urn:x", "properties": {"a": {"$ref": "#/$defs/n"}}});
+        assert_eq!(output_schema(Some(&resource))["anyOf"][0], resource);
     }
 
     #[test]

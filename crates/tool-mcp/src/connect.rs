@@ -74,9 +74,19 @@ pub(crate) enum Endpoint {
 #[derive(Debug)]
 pub(crate) struct ServerProcess {
     child: tokio::process::Child,
+    /// The server's process group, until it is killed. It is kept apart from the child
+    /// because `Child::id` is gone once the server is reaped, and the processes the server
+    /// started may outlive it.
+    group: Option<i32>,
 }
 
 impl ServerProcess {
+    fn new(child: tokio::process::Child) -> ServerProcess {
+        // The group was made at spawn (`process_group(0)`), so its id is the server's pid.
+        let group = child.id().and_then(|pid| i32::try_from(pid).ok());
+        ServerProcess { child, group }
+    }
+
     /// Gives the server `grace` to exit on its own (its stdin is closed by then), then kills
     /// the whole process group (the server and anything it started) and reaps the server.
     pub(crate) async fn stop(mut self, grace: std::time::Duration) {
@@ -85,15 +95,18 @@ impl ServerProcess {
         let _ = self.child.wait().await;
     }
 
+    /// Kills the group once: a second kill could reach a new group that reuses the id.
     fn kill_group(&mut self) {
+        let group = self.group.take();
         #[cfg(unix)]
-        if let Some(pid) = self.child.id().and_then(|pid| i32::try_from(pid).ok()) {
-            // The group was made at spawn (`process_group(0)`), so its id is the server's pid.
+        if let Some(group) = group {
             let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
+                nix::unistd::Pid::from_raw(group),
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
+        #[cfg(not(unix))]
+        let _ = group;
         let _ = self.child.start_kill();
     }
 }
@@ -175,7 +188,7 @@ impl Connector for StdioConnector {
             Ok(StreamConnection {
                 reader: Box::pin(stdout),
                 writer: Box::pin(stdin),
-                process: Some(ServerProcess { child }),
+                process: Some(ServerProcess::new(child)),
             })
         })
     }

@@ -70,7 +70,8 @@ impl fmt::Display for McpFailure {
 }
 
 /// Restarts of a server that exited or hung: the delay doubles from `initial_delay` up to
-/// `max_delay`, and after `max_attempts` failed starts in a row the server is given up on.
+/// `max_delay`, and after `max_attempts` failed starts in a row the server is given up on. A
+/// start fails unless the server connects and lists its tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RestartPolicy {
@@ -351,7 +352,6 @@ impl McpServers {
                 restarts: 0,
             }),
             list_changed: Arc::new(Notify::new()),
-            hung: Notify::new(),
             shutdown: self.shutdown.child_token(),
         });
         servers.insert(name.to_owned(), Arc::clone(&server));
@@ -380,9 +380,8 @@ impl McpServers {
         servers.get(name).map(|server| server.status())
     }
 
-    /// Waits until `name` has (re)connected more than `restarts` times in all, for tests and
-    /// hosts that show progress: resolves once its status shows it connected with a restart
-    /// count above `restarts`, or stopped.
+    /// Waits until `name` is connected after at least `restarts` restarts, or stopped, for
+    /// tests and hosts that show progress; `None` when there is no such server.
     pub async fn wait_connected(&self, name: &str, restarts: u32) -> Option<ServerStatus> {
         loop {
             let status = self.server_status(name)?;
@@ -412,6 +411,9 @@ struct Live {
     peer: Peer<RoleClient>,
     /// Fires when the connection ends; `ended` says why.
     closed: CancellationToken,
+    /// Fired by a probe that found this connection's server not answering; a token of the
+    /// connection, so a late probe cannot end the next one.
+    hung: CancellationToken,
     ended: Arc<Mutex<Option<McpFailure>>>,
 }
 
@@ -435,7 +437,6 @@ struct Server {
     live: Mutex<Option<Live>>,
     status: Mutex<ServerStatus>,
     list_changed: Arc<Notify>,
-    hung: Notify,
     shutdown: CancellationToken,
 }
 
@@ -460,6 +461,8 @@ type Service = RunningService<RoleClient, Handler>;
 /// How a connection ended.
 enum Ending {
     Shutdown,
+    /// It closed, or `tools/list` went unanswered, before the tools were listed.
+    Unlisted,
     Exited,
     Hung,
 }
@@ -494,11 +497,17 @@ impl Server {
             };
             let reason = match connected {
                 Ok(Ok((service, process))) => {
-                    failures = 0;
                     let restarted = started_once;
                     started_once = true;
-                    match self.serve(service, process, ready.take(), restarted).await {
+                    let ending = self.serve(service, process, ready.take(), restarted).await;
+                    // A start succeeds once the tools are listed: a server that always ends
+                    // (or stalls) before is given up on like one that cannot be spawned.
+                    if !matches!(ending, Ending::Unlisted) {
+                        failures = 0;
+                    }
+                    match ending {
                         Ending::Shutdown => break,
+                        Ending::Unlisted => String::from("the server did not list its tools"),
                         Ending::Exited => String::from("the server exited"),
                         Ending::Hung => String::from("the server stopped answering and was killed"),
                     }
@@ -599,6 +608,7 @@ impl Server {
         let live = Live {
             peer: service.peer().clone(),
             closed: CancellationToken::new(),
+            hung: CancellationToken::new(),
             ended: Arc::new(Mutex::new(None)),
         };
         let stop = service.cancellation_token();
@@ -607,10 +617,10 @@ impl Server {
         let mut finished = false;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let listed = tokio::select! {
-            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.ok(),
+            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.unwrap_or(false),
             _ = &mut waiting => {
                 finished = true;
-                None
+                false
             }
         };
         {
@@ -623,7 +633,7 @@ impl Server {
         if let Some(ready) = ready {
             let _ = ready.send(());
         }
-        if restarted && listed.is_some() {
+        if restarted && listed {
             let tools = self.status().tools.join(", ");
             self.shared.tell(
                 &self.name,
@@ -633,31 +643,26 @@ impl Server {
                 ),
             );
         }
-        let ending = if listed.is_none() {
-            Ending::Exited
+        let ending = if !listed {
+            Ending::Unlisted
         } else {
-            loop {
-                tokio::select! {
-                    () = self.shutdown.cancelled() => break Ending::Shutdown,
-                    () = self.list_changed.notified() => {
-                        let refreshed = tokio::time::timeout(
-                            self.options.connect_timeout,
-                            self.refresh(&live.peer),
-                        );
-                        tokio::select! {
-                            _ = refreshed => {}
-                            _ = &mut waiting => {
-                                finished = true;
-                                break Ending::Exited;
-                            }
-                        }
-                    }
-                    () = self.hung.notified() => break Ending::Hung,
-                    _ = &mut waiting => {
-                        finished = true;
-                        break Ending::Exited;
-                    }
+            // The reloads race the ending like any other branch: a reload the server never
+            // answers must not delay a shutdown or hide a hang.
+            let reloads = async {
+                loop {
+                    self.list_changed.notified().await;
+                    let refreshed = self.refresh(&live.peer);
+                    let _ = tokio::time::timeout(self.options.connect_timeout, refreshed).await;
                 }
+            };
+            tokio::select! {
+                () = self.shutdown.cancelled() => Ending::Shutdown,
+                () = live.hung.cancelled() => Ending::Hung,
+                _ = &mut waiting => {
+                    finished = true;
+                    Ending::Exited
+                }
+                _ = reloads => Ending::Exited,
             }
         };
         let failure = match ending {
@@ -697,13 +702,15 @@ impl Server {
         ending
     }
 
-    /// Lists the server's tools and registers them in place of the previous list.
-    async fn refresh(self: &Arc<Self>, peer: &Peer<RoleClient>) {
+    /// Lists the server's tools and registers them in place of the previous list. Whether
+    /// the server answered: with a list, or with a protocol error (a server without tools),
+    /// not a connection that closed.
+    async fn refresh(self: &Arc<Self>, peer: &Peer<RoleClient>) -> bool {
         let tools = match peer.list_all_tools().await {
             Ok(tools) => tools,
             Err(error) => {
                 tracing::warn!(server = %self.name, "MCP tools/list failed: {error}");
-                return;
+                return matches!(error, ServiceError::McpError(_));
             }
         };
         let mut definitions = Vec::new();
@@ -740,13 +747,15 @@ impl Server {
             .map(|d| d.name().to_owned())
             .collect();
         names.sort();
+        // The status is read before the shared set is locked: `unregister` takes the two
+        // locks in that order too.
+        let previous = self.status().tools;
         {
             let mut set = self
                 .shared
                 .destructive
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            let previous = self.status().tools;
             for name in previous {
                 set.remove(&name);
             }
@@ -765,6 +774,7 @@ impl Server {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         status.tools = names;
         status.rejected = rejected;
+        true
     }
 
     fn unregister(&self) {
@@ -969,7 +979,7 @@ impl Server {
                 && !live.closed.is_cancelled()
             {
                 tracing::warn!(server = %server.name, "MCP server does not answer; killing it");
-                server.hung.notify_one();
+                live.hung.cancel();
             }
         });
     }

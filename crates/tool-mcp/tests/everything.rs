@@ -19,7 +19,9 @@ async fn start(mark: &str, options: McpOptions) -> (ToolRegistry, McpServers) {
         "node",
         [everything_entry().display().to_string(), "stdio".into()],
     );
-    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.into());
+    server
+        .env
+        .insert(support::processes::MARK_VAR.into(), mark.into());
     let mut config = McpConfig::default();
     config
         .servers
@@ -190,6 +192,34 @@ async fn a_long_running_call_is_cancelled_and_a_slow_one_times_out() {
     )
     .await;
     assert_eq!(value(&echoed)["text"], json!("Echo: still here"));
+    servers.shutdown().await;
+    assert_no_process_left(&mark).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_children_are_killed_with_it() {
+    let mark = unique_mark("group");
+    // The server leaves a child behind in its process group; it exits on its own when its stdin
+    // closes, and the child must not outlive it.
+    let script = format!(
+        "sleep 600 </dev/null >/dev/null 2>&1 & exec node '{}' stdio",
+        everything_entry().display()
+    );
+    let mut server = StdioServer::new("sh", ["-c".to_owned(), script]);
+    server
+        .env
+        .insert(support::processes::MARK_VAR.into(), mark.clone());
+    let mut config = McpConfig::default();
+    config
+        .servers
+        .insert("everything".into(), ServerConfig::Stdio(server));
+    let registry = ToolRegistry::new();
+    let servers = McpServers::start(registry.global_scope(), &config, McpOptions::default())
+        .await
+        .unwrap();
+    let status = servers.server_status("everything").unwrap();
+    assert_eq!(status.state, ServerState::Connected, "{status:?}");
+    assert_eq!(support::processes::marked_processes(&mark).len(), 2);
     servers.shutdown().await;
     assert_no_process_left(&mark).await;
 }

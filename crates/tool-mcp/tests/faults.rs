@@ -1,5 +1,7 @@
 //! Fault injection with an in-process rmcp server over an in-memory pipe: a crash mid-call, a
-//! hang, a malformed result, a schema that does not compile, and a destructive tool.
+//! hang (during a call, and during a reload of the tool list), a server that never lists its
+//! tools, a malformed result, a schema that does not compile, an output schema with references,
+//! and a destructive tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +35,8 @@ struct Faulty {
     crash: Arc<tokio::sync::Notify>,
     /// Fired when a `wait` call arrives, and when it is cancelled by the client.
     signals: Signals,
+    /// Whether the server crashes on `tools/list`.
+    crash_on_list: bool,
 }
 
 /// What the test sees of `wait` calls, shared by every connection.
@@ -40,6 +44,8 @@ struct Faulty {
 struct Signals {
     arrived: Arc<tokio::sync::Notify>,
     cancelled: Arc<tokio::sync::Notify>,
+    /// Fired when a `tools/list` arrives after `hang` or `stall` and will never be answered.
+    listing_stalled: Arc<tokio::sync::Notify>,
 }
 
 fn tools() -> ListToolsResult {
@@ -50,9 +56,15 @@ fn tools() -> ListToolsResult {
          "inputSchema": {"type": "object"}},
         {"name": "hang", "description": "Stop answering anything.",
          "inputSchema": {"type": "object"}},
+        {"name": "stall", "description": "Announce a new tool list, then stop answering anything.",
+         "inputSchema": {"type": "object"}},
         {"name": "malformed", "description": "Break the output schema.",
          "inputSchema": {"type": "object"},
          "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+        {"name": "refs", "description": "Answer under an output schema that refers to its own definitions.",
+         "inputSchema": {"type": "object"},
+         "outputSchema": {"type": "object", "$defs": {"n": {"type": "integer"}},
+                          "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}},
         {"name": "bad_schema", "description": "A schema that does not compile.",
          "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
         {"name": "typed", "description": "A schema with $ref, anyOf and a format.",
@@ -81,7 +93,13 @@ impl ServerHandler for Faulty {
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + MaybeSendFuture + '_ {
         let hung = self.hung.load(Ordering::SeqCst);
         async move {
+            if self.crash_on_list {
+                // Never answered: the list must not slip through the relay before it closes.
+                self.crash.notify_one();
+                std::future::pending::<()>().await;
+            }
             if hung {
+                self.signals.listing_stalled.notify_one();
                 std::future::pending::<()>().await;
             }
             Ok(tools())
@@ -115,6 +133,15 @@ impl ServerHandler for Faulty {
                     self.hung.store(true, Ordering::SeqCst);
                     std::future::pending().await
                 }
+                "stall" => {
+                    self.hung.store(true, Ordering::SeqCst);
+                    let _ = context.peer.notify_tool_list_changed().await;
+                    std::future::pending().await
+                }
+                "refs" => {
+                    serde_json::from_value(json!({"content": [], "structuredContent": {"n": 1}}))
+                        .unwrap()
+                }
                 "malformed" => serde_json::from_value(
                     json!({"content": [], "structuredContent": {"n": "not a number"}}),
                 )
@@ -131,12 +158,14 @@ impl ServerHandler for Faulty {
 struct InProcess {
     connections: Arc<AtomicU32>,
     signals: Signals,
+    crash_on_list: bool,
 }
 
 impl Connector for InProcess {
     fn connect(&self) -> BoxFuture<'static, std::io::Result<StreamConnection>> {
         self.connections.fetch_add(1, Ordering::SeqCst);
         let signals = self.signals.clone();
+        let crash_on_list = self.crash_on_list;
         Box::pin(async move {
             // client ⇄ relay ⇄ server: a crash ends the relay, which drops the client's pipe
             // at once, the way a dying process closes its stdio.
@@ -144,6 +173,7 @@ impl Connector for InProcess {
             let (mut relay_server, server) = tokio::io::duplex(1 << 16);
             let handler = Faulty {
                 signals,
+                crash_on_list,
                 ..Faulty::default()
             };
             let crash = Arc::clone(&handler.crash);
@@ -256,6 +286,8 @@ async fn a_schema_that_does_not_compile_is_rejected_alone() {
             "mcp__faulty__hang",
             "mcp__faulty__malformed",
             "mcp__faulty__ok",
+            "mcp__faulty__refs",
+            "mcp__faulty__stall",
             "mcp__faulty__typed",
             "mcp__faulty__wait",
             "mcp__faulty__wipe"
@@ -361,7 +393,7 @@ async fn a_crash_mid_call_fails_the_call_unregisters_restarts_and_tells_the_agen
         listener.told.lock().unwrap().clone(),
         [
             "The MCP server `faulty` exited; its tools are unavailable until it restarts.",
-            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
+            "The MCP server `faulty` was restarted; its tools are available again: mcp__faulty__crash, mcp__faulty__hang, mcp__faulty__malformed, mcp__faulty__ok, mcp__faulty__refs, mcp__faulty__stall, mcp__faulty__typed, mcp__faulty__wait, mcp__faulty__wipe."
         ]
     );
     servers.shutdown().await;
@@ -386,6 +418,81 @@ async fn a_hung_server_times_out_is_killed_and_restarted() {
     assert!(!call_as(&registry, &agent, "mcp__faulty__ok").await.is_error);
     servers.shutdown().await;
     assert_eq!(registry.schemas(None), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_hangs_while_its_tool_list_reloads_is_killed_and_restarted() {
+    let (registry, servers, connections, _) = start().await;
+    let stalled = support::call(&registry, "mcp__faulty__stall", "{}").await;
+    assert_eq!(failure(&stalled).0, FailureCode::Timeout, "{stalled:?}");
+    // The probe after the timeout finds the server hung, though the reload of its tool list
+    // (bounded only by the connect timeout, a minute) is still waiting for an answer.
+    let status = tokio::time::timeout(Duration::from_secs(10), servers.wait_connected("faulty", 1))
+        .await
+        .expect("the hung server was not restarted")
+        .unwrap();
+    assert_eq!((status.state, status.restarts), (ServerState::Connected, 1));
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_a_tool_list_reload_that_hangs() {
+    let (registry, servers, _, _, signals) = start_with_signals().await;
+    let stalled = support::call(&registry, "mcp__faulty__stall", "{}");
+    let shutdown = async {
+        signals.listing_stalled.notified().await;
+        tokio::time::timeout(Duration::from_secs(5), servers.shutdown())
+            .await
+            .expect("shutdown waited for the reload");
+    };
+    let (stalled, ()) = tokio::join!(stalled, shutdown);
+    assert!(stalled.is_error, "{stalled:?}");
+    assert_eq!(registry.schemas(None), Vec::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_schema_that_refers_to_its_own_definitions_validates_the_result() {
+    let (registry, servers, _, _) = start().await;
+    let result = support::call(&registry, "mcp__faulty__refs", "{}").await;
+    assert!(!result.is_error, "{result:?}");
+    assert_eq!(**result.value.as_ref().unwrap(), json!({"n": 1}));
+    servers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_lists_its_tools_is_given_up_on() {
+    let registry = ToolRegistry::new();
+    let mut options = options();
+    options.restart.max_attempts = 2;
+    let servers = McpServers::new(registry.global_scope(), options).unwrap();
+    let connector = InProcess {
+        crash_on_list: true,
+        ..InProcess::default()
+    };
+    let connections = Arc::clone(&connector.connections);
+    servers
+        .add_connector("faulty", Arc::new(connector))
+        .unwrap()
+        .await;
+    // No restart count is ever reached: this waits for the server to be stopped.
+    let status = tokio::time::timeout(
+        Duration::from_secs(10),
+        servers.wait_connected("faulty", u32::MAX),
+    )
+    .await
+    .expect("the server was restarted without end")
+    .unwrap();
+    assert_eq!(
+        status.state,
+        ServerState::Stopped {
+            reason: String::from(
+                "the server did not list its tools; gave up after 3 failed starts"
+            )
+        }
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
+    servers.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

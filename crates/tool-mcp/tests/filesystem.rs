@@ -25,7 +25,9 @@ async fn files_are_listed_and_read_and_writes_ask_first() {
             root.display().to_string(),
         ],
     );
-    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.clone());
+    server
+        .env
+        .insert(support::processes::MARK_VAR.into(), mark.clone());
     let mut config = McpConfig::default();
     config
         .servers

@@ -6,40 +6,16 @@
 
 mod support;
 
+#[path = "../../../crates/tool-mcp/tests/support/processes.rs"]
+mod processes;
+
+use processes::{MARK_VAR, marked_processes, wait_gone};
+
 use dsh_tools::{ToolCall, ToolRegistry, ToolResult};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tool_mcp::{McpConfig, McpOptions, McpServers, ServerConfig, ServerState, StdioServer};
-
-/// The processes whose environment holds `DSH_MCP_TEST_MARK=<mark>`.
-fn marked_processes(mark: &str) -> Vec<u32> {
-    let needle = format!("DSH_MCP_TEST_MARK={mark}");
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|stat| stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
-            .unwrap_or(false);
-        if !zombie
-            && environ
-                .split(|b| *b == 0)
-                .any(|var| var == needle.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
 
 async fn call(registry: &ToolRegistry, name: &str, args: Value) -> ToolResult {
     registry
@@ -57,7 +33,7 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
     let dir = tempfile::tempdir().unwrap();
     let mark = format!("serve-{}", std::process::id());
     let mut server = StdioServer::new(env!("CARGO_BIN_EXE_dsh-agent"), ["mcp"]);
-    server.env.insert("DSH_MCP_TEST_MARK".into(), mark.clone());
+    server.env.insert(MARK_VAR.into(), mark.clone());
     server.cwd = Some(dir.path().to_owned());
     let mut config = McpConfig::default();
     config
@@ -135,15 +111,7 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
     assert!(!left.is_error, "{left:?}");
     assert!(!marked_processes(&mark).is_empty());
     servers.shutdown().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !marked_processes(&mark).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left running: {:?}",
-            marked_processes(&mark)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tokio::task::block_in_place(|| wait_gone(&mark));
 }
 
 #[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
@@ -162,7 +130,7 @@ fn run_with_a_script_calls_a_tool_of_a_server_from_mcp_json() {
     let config = json!({"mcpServers": {"fs": {
         "command": "node",
         "args": [entry, "${MCP_ROOT}"],
-        "env": {"DSH_MCP_TEST_MARK": format!("run-{}", std::process::id())}
+        "env": {MARK_VAR: format!("run-{}", std::process::id())}
     }}});
     std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
     let script = json!({"steps": [
@@ -205,7 +173,7 @@ fn node(args: &[&std::ffi::OsStr], cwd: &std::path::Path, mark: &str) -> std::pr
     std::process::Command::new("node")
         .args(args)
         .current_dir(cwd)
-        .env("DSH_MCP_TEST_MARK", mark)
+        .env(MARK_VAR, mark)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap()
@@ -219,18 +187,6 @@ fn json_stdout(output: &std::process::Output) -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
-fn wait_gone(mark: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !marked_processes(mark).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "left running: {:?}",
-            marked_processes(mark)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

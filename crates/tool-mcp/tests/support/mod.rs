@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../../dsh-tools/tests/support/npm.rs"]
 pub mod npm;
+pub mod processes;
 
 /// The pinned MCP reference servers.
 pub const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
@@ -52,52 +53,10 @@ pub fn unique_mark(label: &str) -> String {
     )
 }
 
-/// The processes whose environment holds `DSH_MCP_TEST_MARK=<mark>`.
-pub fn marked_processes(mark: &str) -> Vec<u32> {
-    let needle = format!("DSH_MCP_TEST_MARK={mark}");
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .map(|stat| stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
-            .unwrap_or(false);
-        if !zombie
-            && environ
-                .split(|b| *b == 0)
-                .any(|var| var == needle.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// Waits (up to 10 s) until no process carries `mark`.
+/// Waits (up to 10 s) until no process carries `mark`, on a worker of the multi-threaded
+/// runtime the tests use.
 pub async fn assert_no_process_left(mark: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = marked_processes(mark);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes left running: {left:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    tokio::task::block_in_place(|| processes::wait_gone(mark));
 }
 
 /// Executes a call without an agent.
