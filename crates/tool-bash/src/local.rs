@@ -338,6 +338,17 @@ impl LocalExecutor {
         }
     }
 
+    /// This executor without its confinement, for a call approved to leave the sandbox. It
+    /// shares the slots, the spill directory and its budget, and the orphan guard: a command
+    /// that left the sandbox still counts against the one limit of commands at once.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn unconfined(&self) -> LocalExecutor {
+        LocalExecutor {
+            confinement: None,
+            ..self.clone()
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LocalConfig {
         &self.config

@@ -329,10 +329,9 @@ impl SandboxReport {
 /// The local executor with every command confined by a [`SandboxPolicy`] (see the module docs).
 #[derive(Debug, Clone)]
 pub struct SandboxedExecutor {
+    /// Confined unless the report has no backend; an approved escalation runs on it without
+    /// its confinement ([`LocalExecutor::unconfined`]).
     confined: LocalExecutor,
-    /// The same configuration without confinement, for approved escalations; `None` when
-    /// nothing is confined.
-    unconfined: Option<LocalExecutor>,
     report: Arc<SandboxReport>,
 }
 
@@ -385,7 +384,6 @@ impl SandboxedExecutor {
         if !policy.confined() {
             return Ok(SandboxedExecutor {
                 confined: LocalExecutor::new(config),
-                unconfined: None,
                 report: Arc::new(report),
             });
         }
@@ -424,8 +422,7 @@ impl SandboxedExecutor {
                 if abi == 0 {
                     // Best effort with no Landlock at all: nothing can be confined.
                     return Ok(SandboxedExecutor {
-                        confined: LocalExecutor::new(config.clone()),
-                        unconfined: Some(LocalExecutor::new(config)),
+                        confined: LocalExecutor::new(config),
                         report: Arc::new(report),
                     });
                 }
@@ -445,8 +442,7 @@ impl SandboxedExecutor {
                         missing(Capability::Bubblewrap, detail)?;
                         report.unenforced.push(Capability::Bubblewrap);
                         return Ok(SandboxedExecutor {
-                            confined: LocalExecutor::new(config.clone()),
-                            unconfined: Some(LocalExecutor::new(config)),
+                            confined: LocalExecutor::new(config),
                             report: Arc::new(report),
                         });
                     }
@@ -458,8 +454,7 @@ impl SandboxedExecutor {
         }
         report.backend = Some(backend);
         Ok(SandboxedExecutor {
-            confined: LocalExecutor::confined(config.clone(), confinement),
-            unconfined: Some(LocalExecutor::new(config)),
+            confined: LocalExecutor::confined(config, confinement),
             report: Arc::new(report),
         })
     }
@@ -660,8 +655,6 @@ impl ShellExecutor for SandboxedExecutor {
 
     fn escalated(&self) -> Option<Arc<dyn ShellExecutor>> {
         self.report.backend?;
-        self.unconfined
-            .clone()
-            .map(|executor| Arc::new(executor) as Arc<dyn ShellExecutor>)
+        Some(Arc::new(self.confined.unconfined()))
     }
 }

@@ -730,3 +730,55 @@ async fn the_private_temp_dir_lives_in_a_kept_spill_directory() {
         "the executor removes its temp dir when dropped"
     );
 }
+
+/// An approved escalation runs on the sandboxed executor's own slots: the limit on commands at
+/// once is one limit, however many of them left the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalated_command_waits_for_a_slot_of_the_same_limit() {
+    let dirs = Dirs::new();
+    let mut config = config();
+    config.max_concurrent_commands = 1;
+    let executor = SandboxedExecutor::new(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+        config,
+    )
+    .unwrap();
+    let escalated = executor.escalated().unwrap();
+    let root = dirs.root().to_path_buf();
+    let first = tokio::spawn({
+        let executor = executor.clone();
+        let root = root.clone();
+        async move {
+            run_in(
+                &executor,
+                "touch started; while [ ! -e go ]; do sleep 0.01; done; echo first",
+                &root,
+            )
+            .await
+        }
+    });
+    while !root.join("started").exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = tokio::spawn({
+        let root = root.clone();
+        async move {
+            run_in(
+                escalated.as_ref(),
+                "test -e go && echo after the first",
+                &root,
+            )
+            .await
+        }
+    });
+    // Time for the escalated command to run, were it not waiting for the first one's slot.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(root.join("go"), "").unwrap();
+    assert_eq!(first.await.unwrap().stdout.text, "first\n");
+    let second = second.await.unwrap();
+    assert_eq!(
+        (second.exit_code, second.stdout.text.as_str()),
+        (Some(0), "after the first\n")
+    );
+}
