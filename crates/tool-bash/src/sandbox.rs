@@ -464,22 +464,18 @@ impl SandboxedExecutor {
         &self.report
     }
 
-    /// A note for a result that looks like a denial by the sandbox: a non-zero exit with a
-    /// permission error on stderr.
+    /// A note for a result that looks like a denial by the sandbox: a non-zero exit with an
+    /// error on stderr that the backend reports when it refuses (see [`denial_signs`]).
     fn denial_note(&self, result: &ShellRunResult) -> Option<String> {
-        self.report.backend?;
+        let backend = self.report.backend?;
         if result.exit_code == Some(0) || result.exit_code.is_none() {
             return None;
         }
-        const SIGNS: [&str; 5] = [
-            "Permission denied",
-            "Operation not permitted",
-            "Read-only file system",
-            "Network is unreachable",
-            "Connection refused",
-        ];
         let stderr = &result.stderr.text;
-        if !SIGNS.iter().any(|sign| stderr.contains(sign)) {
+        if !denial_signs(backend, self.report.network)
+            .iter()
+            .any(|sign| stderr.contains(sign))
+        {
             return None;
         }
         let writable = match &self.report.temp_dir {
@@ -501,16 +497,37 @@ impl SandboxedExecutor {
              must run outside it, call again with `sandbox: \"escalate\"` and a `justification` \
              the user will be asked to approve.",
             self.report.mode,
-            self.report.backend.map_or("none", |b| match b {
+            match backend {
                 SandboxBackend::Landlock => "Landlock",
                 SandboxBackend::Bubblewrap => "bubblewrap",
-            }),
+            },
             if self.report.network {
                 ""
             } else {
                 " and denies network connections"
             }
         ))
+    }
+}
+
+/// The errors, as commands print them, that `backend` gives a command it refuses. Landlock
+/// refuses a write or a connection with `EACCES` and a mount with `EPERM`. Bubblewrap's
+/// read-only binds give `EROFS`, its dropped capabilities `EACCES` or `EPERM`, and its network
+/// namespace, when the network is denied, an unreachable network or, on its own loopback, a
+/// refused connection. Anything else (a refused connection with the network allowed, a
+/// read-only file system under Landlock) is not the sandbox's doing and gets no note.
+fn denial_signs(backend: SandboxBackend, network: bool) -> &'static [&'static str] {
+    const SIGNS: [&str; 5] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+        "Network is unreachable",
+        "Connection refused",
+    ];
+    match (backend, network) {
+        (SandboxBackend::Landlock, _) => &SIGNS[..2],
+        (SandboxBackend::Bubblewrap, true) => &SIGNS[..3],
+        (SandboxBackend::Bubblewrap, false) => &SIGNS,
     }
 }
 

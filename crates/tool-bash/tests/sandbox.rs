@@ -291,12 +291,52 @@ async fn background_jobs_are_confined(backend: SandboxBackend) {
     assert!(dirs.root().join("in-job").exists());
 }
 
+/// The note is for errors the sandbox can cause: a refused connection with the network allowed
+/// is the listener's absence, and Landlock never reports a read-only file system or an
+/// unreachable network.
+async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let allowed = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite).with_network(true),
+        backend,
+    );
+    let result = run_in(
+        &allowed,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(1), "{result:?}");
+    assert!(
+        result.stderr.text.contains("Connection refused"),
+        "{:?}",
+        result.stderr.text
+    );
+    assert_eq!(result.notes, Vec::<String>::new(), "{backend}");
+
+    if backend == SandboxBackend::Landlock {
+        let denied = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+        let result = run_in(
+            &denied,
+            "echo 'Read-only file system; Network is unreachable; Connection refused' >&2; exit 1",
+            dirs.root(),
+        )
+        .await;
+        assert_eq!(result.exit_code, Some(1), "{result:?}");
+        assert_eq!(result.notes, Vec::<String>::new());
+    }
+}
+
 async fn table(backend: SandboxBackend) {
     writes_outside_the_roots_are_denied_and_inside_allowed(backend).await;
     reads_work(backend).await;
     network_is_denied_unless_allowed(backend).await;
     the_confinement_survives_setuid_and_cannot_be_lifted(backend).await;
     background_jobs_are_confined(backend).await;
+    failures_the_sandbox_cannot_cause_get_no_note(backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
