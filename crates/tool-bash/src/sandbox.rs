@@ -667,6 +667,9 @@ impl ShellExecutor for SandboxedExecutor {
     }
 
     fn sandbox_policy(&self) -> Option<String> {
+        // Full access, or best effort where the system could enforce nothing, confines no
+        // command: there is no sandbox to name to the model or to leave.
+        self.report.backend?;
         Some(self.report.summary())
     }
 

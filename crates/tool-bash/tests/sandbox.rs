@@ -714,6 +714,16 @@ async fn the_escalation_parameters_come_with_a_sandbox_and_are_checked() {
         ))),
         ["command", "description", "timeout_ms", "workdir"]
     );
+    // Full access confines nothing: there is no sandbox to name or to leave.
+    let unconfined = sandboxed(
+        dirs.policy(SandboxMode::FullAccess),
+        SandboxBackend::Landlock,
+    );
+    assert_eq!(unconfined.sandbox_policy(), None);
+    assert_eq!(
+        names(BashPlugin::new(Arc::new(unconfined))),
+        ["command", "description", "timeout_ms", "workdir"]
+    );
 
     let registry = ToolRegistry::new();
     registry.global_scope().load(plugin).unwrap();
