@@ -601,11 +601,7 @@ fn landlock_ruleset(
         .ok_or_else(|| setup_error("the kernel returned no ruleset"))?;
     // The shell-to-be installs its standard streams on 0–2 before it enforces the ruleset: a
     // harness started with a standard stream closed may have been given one of those numbers.
-    // `try_clone` duplicates to 3 or above (close-on-exec).
-    if std::os::fd::AsRawFd::as_raw_fd(&ruleset) <= 2 {
-        return ruleset.try_clone().map_err(setup_error);
-    }
-    Ok(ruleset)
+    crate::supervisor::above_stdio(ruleset).map_err(setup_error)
 }
 
 /// The `bwrap` wrapper: `/` read-only, a fresh `/dev`, a private `/tmp`, the roots writable, and
