@@ -269,8 +269,9 @@ pub(crate) struct Confinement {
     pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
     pub(crate) wrapper: Option<Wrapper>,
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
-    /// What must live as long as the executor (its private temporary directory).
-    pub(crate) _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The commands' private temporary directory (Landlock's `TMPDIR`), removed when the
+    /// executor and every clone of it are gone.
+    pub(crate) _temp_dir: Option<tempfile::TempDir>,
 }
 
 /// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind W W]

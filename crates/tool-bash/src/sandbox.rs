@@ -433,7 +433,7 @@ impl SandboxedExecutor {
                 confinement.landlock = Some(Arc::new(ruleset));
                 confinement.env.push(("TMPDIR".into(), temp.path().into()));
                 report.temp_dir = Some(temp.path().to_path_buf());
-                confinement._keep = Some(Arc::new(temp));
+                confinement._temp_dir = Some(temp);
             }
             SandboxBackend::Bubblewrap => {
                 let program = match probe.bubblewrap() {
