@@ -709,15 +709,19 @@ fn resolve_program(program: &Path) -> PathBuf {
     if program.components().count() > 1 || program.is_absolute() {
         return program.to_path_buf();
     }
+    find_on_path(program).unwrap_or_else(|| program.to_path_buf())
+}
+
+/// The first executable file named `name` in a directory of `PATH`.
+pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
+        .map(|dir| dir.join(name))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
         })
-        .unwrap_or_else(|| program.to_path_buf())
 }
 
 /// Sends `signal` to a process group; `false` when the group no longer exists.

@@ -31,7 +31,7 @@
 //! asked for it (`sandbox: "escalate"` with a `justification`) and that the registry's approver
 //! granted; the tool never leaves the sandbox on its own say-so.
 
-use crate::local::{Confinement, LocalConfig, LocalExecutor, Wrapper};
+use crate::local::{Confinement, LocalConfig, LocalExecutor, Wrapper, find_on_path};
 use crate::shell::{
     ShellError, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec,
 };
@@ -247,8 +247,8 @@ impl SandboxProbe for SystemProbe {
     }
 
     fn bubblewrap(&self) -> Result<PathBuf, String> {
-        let program =
-            find_on_path("bwrap").ok_or_else(|| String::from("`bwrap` is not on PATH"))?;
+        let program = find_on_path(Path::new("bwrap"))
+            .ok_or_else(|| String::from("`bwrap` is not on PATH"))?;
         // Installed is not enough: it needs namespaces (unprivileged user namespaces, or root).
         let output = std::process::Command::new(&program)
             .args(["--ro-bind", "/", "/", "--unshare-net", "--", "true"])
@@ -265,17 +265,6 @@ impl SandboxProbe for SystemProbe {
             ))
         }
     }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
 }
 
 /// What a sandboxed executor enforces: recorded in the `session/start` event.
