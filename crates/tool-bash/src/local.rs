@@ -274,9 +274,10 @@ pub(crate) struct Confinement {
     pub(crate) _temp_dir: Option<tempfile::TempDir>,
 }
 
-/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind W W]
-/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory, bound
-/// read-only first when `hidden` says the wrapper would otherwise hide it.
+/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind P P]…
+/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory. `W` and
+/// the spill directory are bound read-only first when `hidden` says the wrapper would otherwise
+/// hide them.
 pub(crate) struct Wrapper {
     pub(crate) program: PathBuf,
     pub(crate) head: Vec<std::ffi::OsString>,
@@ -398,12 +399,13 @@ impl LocalExecutor {
         launch.landlock = confinement.landlock.clone();
         if let Some(wrapper) = &confinement.wrapper {
             let mut args = wrapper.head.clone();
-            if (wrapper.hidden)(&spec.workdir) {
-                args.extend([
-                    "--ro-bind".into(),
-                    spec.workdir.clone().into_os_string(),
-                    spec.workdir.clone().into_os_string(),
-                ]);
+            // What the command must see that the wrapper would hide: its working directory, and
+            // the spill directory, whose files the results name for the model to read.
+            let spill = self.spill.dir.get().map(SpillPlace::path);
+            for place in std::iter::once(spec.workdir.as_path()).chain(spill) {
+                if (wrapper.hidden)(place) {
+                    args.extend(["--ro-bind".into(), place.into(), place.into()]);
+                }
             }
             args.extend(wrapper.tail.iter().cloned());
             args.extend([

@@ -594,8 +594,8 @@ fn landlock_ruleset(
 }
 
 /// The `bwrap` wrapper: `/` read-only, a fresh `/dev`, a private `/tmp`, the roots writable, and
-/// without the network a namespace of its own. The working directory is bound read-only first
-/// when the private `/tmp` would hide it.
+/// without the network a namespace of its own. The working directory and the spill directory
+/// are bound read-only first when the private `/tmp` would hide them.
 fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper {
     let head: Vec<OsString> = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]
         .into_iter()
@@ -617,8 +617,8 @@ fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper 
         program,
         head,
         tail,
-        hidden: Box::new(move |workdir: &Path| {
-            workdir.starts_with("/tmp") && !roots.iter().any(|root| workdir.starts_with(root))
+        hidden: Box::new(move |place: &Path| {
+            place.starts_with("/tmp") && !roots.iter().any(|root| place.starts_with(root))
         }),
     }
 }

@@ -832,3 +832,47 @@ async fn an_escalated_command_waits_for_a_slot_of_the_same_limit() {
         (Some(0), "after the first\n")
     );
 }
+
+/// The `full output` path a result names is readable by the next command in the sandbox, on
+/// either backend: bubblewrap's private `/tmp` must not hide the spill directory under the
+/// system's.
+async fn a_spill_file_is_readable_by_the_next_command(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let mut config = config();
+    config.visible_bytes = 1000;
+    // The system's `/tmp`, the default's usual place, which bubblewrap replaces.
+    config.spill_root = Some(PathBuf::from("/tmp"));
+    let executor =
+        SandboxedExecutor::new(dirs.policy(SandboxMode::WorkspaceWrite), backend, config).unwrap();
+    let result = run_in(
+        &executor,
+        "head -c 100000 /dev/zero | tr '\\0' a",
+        dirs.root(),
+    )
+    .await;
+    let spill = result.stdout.spill_path.clone().unwrap();
+    let read = run_in(
+        &executor,
+        &format!("wc -c < '{}'", spill.display()),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (
+            read.exit_code,
+            read.stdout.text.as_str(),
+            read.stderr.text.as_str()
+        ),
+        (Some(0), "100000\n", ""),
+        "{backend}: {}",
+        spill.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_file_is_readable_by_the_next_command_on_both_backends() {
+    a_spill_file_is_readable_by_the_next_command(SandboxBackend::Landlock).await;
+    if bubblewrap_available() {
+        a_spill_file_is_readable_by_the_next_command(SandboxBackend::Bubblewrap).await;
+    }
+}
