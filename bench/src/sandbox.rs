@@ -5,9 +5,8 @@
 use crate::Benchmark;
 use crate::dispatch::MicroSize;
 use crate::measure::{Extra, Measurement, Target, interleaved};
-use crate::shell::bash_c;
+use crate::spawn::{ms_per_call, raw_true_ms_per_call};
 use anyhow::{Context, Result, ensure};
-use std::time::Instant;
 use tokio::runtime::Runtime;
 use tool_bash::LocalConfig;
 use tool_bash::sandbox::{
@@ -41,13 +40,7 @@ async fn sandboxed_true(executor: &SandboxedExecutor) -> Result<()> {
 
 /// Milliseconds per `true` through `executor`, over `calls` calls.
 fn per_call(runtime: &Runtime, executor: &SandboxedExecutor, calls: usize) -> Result<f64> {
-    runtime.block_on(async {
-        let started = Instant::now();
-        for _ in 0..calls {
-            sandboxed_true(executor).await?;
-        }
-        Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
-    })
+    ms_per_call(runtime, calls, async || sandboxed_true(executor).await)
 }
 
 /// Measures `sandbox_spawn` (ms/call).
@@ -58,15 +51,7 @@ fn sandbox_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
     let (value, baseline) = interleaved(
         size.rounds,
         || per_call(runtime, &landlock, calls),
-        || {
-            runtime.block_on(async {
-                let started = Instant::now();
-                for _ in 0..calls {
-                    bash_c("true").await?;
-                }
-                Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
-            })
-        },
+        || raw_true_ms_per_call(runtime, calls),
     )?;
     // Bubblewrap is reported, not held to the target: it starts namespaces per command.
     let mut extras = Vec::new();

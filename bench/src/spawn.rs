@@ -31,30 +31,34 @@ async fn tool_true(registry: &ToolRegistry) -> Result<()> {
     Ok(())
 }
 
+/// Milliseconds per call of `call`, made `calls` times in a row on `runtime`.
+pub(crate) fn ms_per_call(
+    runtime: &Runtime,
+    calls: usize,
+    mut call: impl AsyncFnMut() -> Result<()>,
+) -> Result<f64> {
+    runtime.block_on(async {
+        let started = Instant::now();
+        for _ in 0..calls {
+            call().await?;
+        }
+        Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
+    })
+}
+
+/// The spawn benchmarks' baseline: milliseconds per raw `bash -c true`, over `calls` calls.
+pub(crate) fn raw_true_ms_per_call(runtime: &Runtime, calls: usize) -> Result<f64> {
+    ms_per_call(runtime, calls, async || bash_c("true").await)
+}
+
 /// Measures `bash_spawn` (ms/call).
 fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
     let registry = bash_registry(LocalExecutor::default(), None)?;
     let calls = size.calls.max(1);
     let (value, baseline) = interleaved(
         size.rounds,
-        || {
-            runtime.block_on(async {
-                let started = Instant::now();
-                for _ in 0..calls {
-                    tool_true(&registry).await?;
-                }
-                Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
-            })
-        },
-        || {
-            runtime.block_on(async {
-                let started = Instant::now();
-                for _ in 0..calls {
-                    bash_c("true").await?;
-                }
-                Ok(started.elapsed().as_secs_f64() * 1e3 / calls as f64)
-            })
-        },
+        || ms_per_call(runtime, calls, async || tool_true(&registry).await),
+        || raw_true_ms_per_call(runtime, calls),
     )?;
     Ok(Measurement {
         name: BENCHMARK.name,

@@ -269,13 +269,15 @@ pub(crate) struct Confinement {
     pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
     pub(crate) wrapper: Option<Wrapper>,
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
-    /// What must live as long as the executor (its private temporary directory).
-    pub(crate) _keep: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// The commands' private temporary directory (Landlock's `TMPDIR`), removed when the
+    /// executor and every clone of it are gone.
+    pub(crate) _temp_dir: Option<tempfile::TempDir>,
 }
 
-/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind W W]
-/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory, bound
-/// read-only first when `hidden` says the wrapper would otherwise hide it.
+/// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind P P]…
+/// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory. `W` and
+/// the spill directory are bound read-only first when `hidden` says the wrapper would otherwise
+/// hide them.
 pub(crate) struct Wrapper {
     pub(crate) program: PathBuf,
     pub(crate) head: Vec<std::ffi::OsString>,
@@ -338,6 +340,17 @@ impl LocalExecutor {
         }
     }
 
+    /// This executor without its confinement, for a call approved to leave the sandbox. It
+    /// shares the slots, the spill directory and its budget, and the orphan guard: a command
+    /// that left the sandbox still counts against the one limit of commands at once.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn unconfined(&self) -> LocalExecutor {
+        LocalExecutor {
+            confinement: None,
+            ..self.clone()
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LocalConfig {
         &self.config
@@ -386,12 +399,13 @@ impl LocalExecutor {
         launch.landlock = confinement.landlock.clone();
         if let Some(wrapper) = &confinement.wrapper {
             let mut args = wrapper.head.clone();
-            if (wrapper.hidden)(&spec.workdir) {
-                args.extend([
-                    "--ro-bind".into(),
-                    spec.workdir.clone().into_os_string(),
-                    spec.workdir.clone().into_os_string(),
-                ]);
+            // What the command must see that the wrapper would hide: its working directory, and
+            // the spill directory, whose files the results name for the model to read.
+            let spill = self.spill.dir.get().map(SpillPlace::path);
+            for place in std::iter::once(spec.workdir.as_path()).chain(spill) {
+                if (wrapper.hidden)(place) {
+                    args.extend(["--ro-bind".into(), place.into(), place.into()]);
+                }
             }
             args.extend(wrapper.tail.iter().cloned());
             args.extend([
@@ -697,15 +711,19 @@ fn resolve_program(program: &Path) -> PathBuf {
     if program.components().count() > 1 || program.is_absolute() {
         return program.to_path_buf();
     }
+    find_on_path(program).unwrap_or_else(|| program.to_path_buf())
+}
+
+/// The first executable file named `name` in a directory of `PATH`.
+pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
+        .map(|dir| dir.join(name))
         .find(|candidate| {
             std::fs::metadata(candidate)
                 .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
         })
-        .unwrap_or_else(|| program.to_path_buf())
 }
 
 /// Sends `signal` to a process group; `false` when the group no longer exists.

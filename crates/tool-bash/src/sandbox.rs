@@ -31,7 +31,7 @@
 //! asked for it (`sandbox: "escalate"` with a `justification`) and that the registry's approver
 //! granted; the tool never leaves the sandbox on its own say-so.
 
-use crate::local::{Confinement, LocalConfig, LocalExecutor, Wrapper};
+use crate::local::{Confinement, LocalConfig, LocalExecutor, Wrapper, find_on_path};
 use crate::shell::{
     ShellError, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec,
 };
@@ -247,8 +247,8 @@ impl SandboxProbe for SystemProbe {
     }
 
     fn bubblewrap(&self) -> Result<PathBuf, String> {
-        let program =
-            find_on_path("bwrap").ok_or_else(|| String::from("`bwrap` is not on PATH"))?;
+        let program = find_on_path(Path::new("bwrap"))
+            .ok_or_else(|| String::from("`bwrap` is not on PATH"))?;
         // Installed is not enough: it needs namespaces (unprivileged user namespaces, or root).
         let output = std::process::Command::new(&program)
             .args(["--ro-bind", "/", "/", "--unshare-net", "--", "true"])
@@ -265,17 +265,6 @@ impl SandboxProbe for SystemProbe {
             ))
         }
     }
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
 }
 
 /// What a sandboxed executor enforces: recorded in the `session/start` event.
@@ -329,10 +318,9 @@ impl SandboxReport {
 /// The local executor with every command confined by a [`SandboxPolicy`] (see the module docs).
 #[derive(Debug, Clone)]
 pub struct SandboxedExecutor {
+    /// Confined unless the report has no backend; an approved escalation runs on it without
+    /// its confinement ([`LocalExecutor::unconfined`]).
     confined: LocalExecutor,
-    /// The same configuration without confinement, for approved escalations; `None` when
-    /// nothing is confined.
-    unconfined: Option<LocalExecutor>,
     report: Arc<SandboxReport>,
 }
 
@@ -385,7 +373,6 @@ impl SandboxedExecutor {
         if !policy.confined() {
             return Ok(SandboxedExecutor {
                 confined: LocalExecutor::new(config),
-                unconfined: None,
                 report: Arc::new(report),
             });
         }
@@ -424,8 +411,7 @@ impl SandboxedExecutor {
                 if abi == 0 {
                     // Best effort with no Landlock at all: nothing can be confined.
                     return Ok(SandboxedExecutor {
-                        confined: LocalExecutor::new(config.clone()),
-                        unconfined: Some(LocalExecutor::new(config)),
+                        confined: LocalExecutor::new(config),
                         report: Arc::new(report),
                     });
                 }
@@ -436,7 +422,7 @@ impl SandboxedExecutor {
                 confinement.landlock = Some(Arc::new(ruleset));
                 confinement.env.push(("TMPDIR".into(), temp.path().into()));
                 report.temp_dir = Some(temp.path().to_path_buf());
-                confinement._keep = Some(Arc::new(temp));
+                confinement._temp_dir = Some(temp);
             }
             SandboxBackend::Bubblewrap => {
                 let program = match probe.bubblewrap() {
@@ -445,8 +431,7 @@ impl SandboxedExecutor {
                         missing(Capability::Bubblewrap, detail)?;
                         report.unenforced.push(Capability::Bubblewrap);
                         return Ok(SandboxedExecutor {
-                            confined: LocalExecutor::new(config.clone()),
-                            unconfined: Some(LocalExecutor::new(config)),
+                            confined: LocalExecutor::new(config),
                             report: Arc::new(report),
                         });
                     }
@@ -458,8 +443,7 @@ impl SandboxedExecutor {
         }
         report.backend = Some(backend);
         Ok(SandboxedExecutor {
-            confined: LocalExecutor::confined(config.clone(), confinement),
-            unconfined: Some(LocalExecutor::new(config)),
+            confined: LocalExecutor::confined(config, confinement),
             report: Arc::new(report),
         })
     }
@@ -469,22 +453,18 @@ impl SandboxedExecutor {
         &self.report
     }
 
-    /// A note for a result that looks like a denial by the sandbox: a non-zero exit with a
-    /// permission error on stderr.
+    /// A note for a result that looks like a denial by the sandbox: a non-zero exit with an
+    /// error on stderr that the backend reports when it refuses (see [`denial_signs`]).
     fn denial_note(&self, result: &ShellRunResult) -> Option<String> {
-        self.report.backend?;
+        let backend = self.report.backend?;
         if result.exit_code == Some(0) || result.exit_code.is_none() {
             return None;
         }
-        const SIGNS: [&str; 5] = [
-            "Permission denied",
-            "Operation not permitted",
-            "Read-only file system",
-            "Network is unreachable",
-            "Connection refused",
-        ];
         let stderr = &result.stderr.text;
-        if !SIGNS.iter().any(|sign| stderr.contains(sign)) {
+        if !denial_signs(backend, self.report.network)
+            .iter()
+            .any(|sign| stderr.contains(sign))
+        {
             return None;
         }
         let writable = match &self.report.temp_dir {
@@ -506,16 +486,37 @@ impl SandboxedExecutor {
              must run outside it, call again with `sandbox: \"escalate\"` and a `justification` \
              the user will be asked to approve.",
             self.report.mode,
-            self.report.backend.map_or("none", |b| match b {
+            match backend {
                 SandboxBackend::Landlock => "Landlock",
                 SandboxBackend::Bubblewrap => "bubblewrap",
-            }),
+            },
             if self.report.network {
                 ""
             } else {
                 " and denies network connections"
             }
         ))
+    }
+}
+
+/// The errors, as commands print them, that `backend` gives a command it refuses. Landlock
+/// refuses a write or a connection with `EACCES` and a mount with `EPERM`. Bubblewrap's
+/// read-only binds give `EROFS`, its dropped capabilities `EACCES` or `EPERM`, and its network
+/// namespace, when the network is denied, an unreachable network or, on its own loopback, a
+/// refused connection. Anything else (a refused connection with the network allowed, a
+/// read-only file system under Landlock) is not the sandbox's doing and gets no note.
+fn denial_signs(backend: SandboxBackend, network: bool) -> &'static [&'static str] {
+    const SIGNS: [&str; 5] = [
+        "Permission denied",
+        "Operation not permitted",
+        "Read-only file system",
+        "Network is unreachable",
+        "Connection refused",
+    ];
+    match (backend, network) {
+        (SandboxBackend::Landlock, _) => &SIGNS[..2],
+        (SandboxBackend::Bubblewrap, true) => &SIGNS[..3],
+        (SandboxBackend::Bubblewrap, false) => &SIGNS,
     }
 }
 
@@ -589,16 +590,12 @@ fn landlock_ruleset(
         .ok_or_else(|| setup_error("the kernel returned no ruleset"))?;
     // The shell-to-be installs its standard streams on 0–2 before it enforces the ruleset: a
     // harness started with a standard stream closed may have been given one of those numbers.
-    // `try_clone` duplicates to 3 or above (close-on-exec).
-    if std::os::fd::AsRawFd::as_raw_fd(&ruleset) <= 2 {
-        return ruleset.try_clone().map_err(setup_error);
-    }
-    Ok(ruleset)
+    crate::supervisor::above_stdio(ruleset).map_err(setup_error)
 }
 
 /// The `bwrap` wrapper: `/` read-only, a fresh `/dev`, a private `/tmp`, the roots writable, and
-/// without the network a namespace of its own. The working directory is bound read-only first
-/// when the private `/tmp` would hide it.
+/// without the network a namespace of its own. The working directory and the spill directory
+/// are bound read-only first when the private `/tmp` would hide them.
 fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper {
     let head: Vec<OsString> = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]
         .into_iter()
@@ -620,8 +617,8 @@ fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper 
         program,
         head,
         tail,
-        hidden: Box::new(move |workdir: &Path| {
-            workdir.starts_with("/tmp") && !roots.iter().any(|root| workdir.starts_with(root))
+        hidden: Box::new(move |place: &Path| {
+            place.starts_with("/tmp") && !roots.iter().any(|root| place.starts_with(root))
         }),
     }
 }
@@ -655,13 +652,14 @@ impl ShellExecutor for SandboxedExecutor {
     }
 
     fn sandbox_policy(&self) -> Option<String> {
+        // Full access, or best effort where the system could enforce nothing, confines no
+        // command: there is no sandbox to name to the model or to leave.
+        self.report.backend?;
         Some(self.report.summary())
     }
 
     fn escalated(&self) -> Option<Arc<dyn ShellExecutor>> {
         self.report.backend?;
-        self.unconfined
-            .clone()
-            .map(|executor| Arc::new(executor) as Arc<dyn ShellExecutor>)
+        Some(Arc::new(self.confined.unconfined()))
     }
 }

@@ -748,8 +748,9 @@ async fn first_word(
 
 /// `fd`, moved to a descriptor above 0–2 if it sits on one (a harness started with its standard
 /// streams closed): the shell-to-be installs its streams there and still writes a failed start
-/// on the report pipe, and the supervisor must keep its control pipe apart from them.
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+/// on the report pipe, and enforces the sandbox's Landlock ruleset after it installed them, and
+/// the supervisor must keep its control pipe apart from them.
+pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }

@@ -274,14 +274,20 @@ async fn a_kept_spill_directory_outlives_the_executor_and_counts_what_it_holds()
     assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
 
     // A second executor over the same directory (a resumed session) counts the bytes already
-    // there: with the budget almost spent, its spill stops early and says why.
+    // there: the same output, which alone fits the budget, now spills only what is left of it,
+    // and says why.
     let executor = LocalExecutor::new(config);
-    let result = run_with(&executor, ShellRequest::new("seq 1 200000")).await;
+    let result = run_with(&executor, ShellRequest::new("seq 1 100000")).await;
     let note = result.stdout.spill_error.clone().unwrap_or_default();
     assert!(
         note.contains("spill budget"),
         "{:?}",
         result.stdout.spill_error
+    );
+    let second = result.stdout.spill_path.clone().unwrap();
+    assert_eq!(
+        std::fs::metadata(&second).unwrap().len(),
+        1_000_000 - expected.len() as u64
     );
     assert_eq!(std::fs::read_to_string(&spill).unwrap(), expected);
 }

@@ -291,12 +291,52 @@ async fn background_jobs_are_confined(backend: SandboxBackend) {
     assert!(dirs.root().join("in-job").exists());
 }
 
+/// The note is for errors the sandbox can cause: a refused connection with the network allowed
+/// is the listener's absence, and Landlock never reports a read-only file system or an
+/// unreachable network.
+async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let allowed = sandboxed(
+        dirs.policy(SandboxMode::WorkspaceWrite).with_network(true),
+        backend,
+    );
+    let result = run_in(
+        &allowed,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port}"),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(result.exit_code, Some(1), "{result:?}");
+    assert!(
+        result.stderr.text.contains("Connection refused"),
+        "{:?}",
+        result.stderr.text
+    );
+    assert_eq!(result.notes, Vec::<String>::new(), "{backend}");
+
+    if backend == SandboxBackend::Landlock {
+        let denied = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+        let result = run_in(
+            &denied,
+            "echo 'Read-only file system; Network is unreachable; Connection refused' >&2; exit 1",
+            dirs.root(),
+        )
+        .await;
+        assert_eq!(result.exit_code, Some(1), "{result:?}");
+        assert_eq!(result.notes, Vec::<String>::new());
+    }
+}
+
 async fn table(backend: SandboxBackend) {
     writes_outside_the_roots_are_denied_and_inside_allowed(backend).await;
     reads_work(backend).await;
     network_is_denied_unless_allowed(backend).await;
     the_confinement_survives_setuid_and_cannot_be_lifted(backend).await;
     background_jobs_are_confined(backend).await;
+    failures_the_sandbox_cannot_cause_get_no_note(backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -674,6 +714,16 @@ async fn the_escalation_parameters_come_with_a_sandbox_and_are_checked() {
         ))),
         ["command", "description", "timeout_ms", "workdir"]
     );
+    // Full access confines nothing: there is no sandbox to name or to leave.
+    let unconfined = sandboxed(
+        dirs.policy(SandboxMode::FullAccess),
+        SandboxBackend::Landlock,
+    );
+    assert_eq!(unconfined.sandbox_policy(), None);
+    assert_eq!(
+        names(BashPlugin::new(Arc::new(unconfined))),
+        ["command", "description", "timeout_ms", "workdir"]
+    );
 
     let registry = ToolRegistry::new();
     registry.global_scope().load(plugin).unwrap();
@@ -729,4 +779,100 @@ async fn the_private_temp_dir_lives_in_a_kept_spill_directory() {
         !temp.exists(),
         "the executor removes its temp dir when dropped"
     );
+}
+
+/// An approved escalation runs on the sandboxed executor's own slots: the limit on commands at
+/// once is one limit, however many of them left the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalated_command_waits_for_a_slot_of_the_same_limit() {
+    let dirs = Dirs::new();
+    let mut config = config();
+    config.max_concurrent_commands = 1;
+    let executor = SandboxedExecutor::new(
+        dirs.policy(SandboxMode::WorkspaceWrite),
+        SandboxBackend::Landlock,
+        config,
+    )
+    .unwrap();
+    let escalated = executor.escalated().unwrap();
+    let root = dirs.root().to_path_buf();
+    let first = tokio::spawn({
+        let executor = executor.clone();
+        let root = root.clone();
+        async move {
+            run_in(
+                &executor,
+                "touch started; while [ ! -e go ]; do sleep 0.01; done; echo first",
+                &root,
+            )
+            .await
+        }
+    });
+    while !root.join("started").exists() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let second = tokio::spawn({
+        let root = root.clone();
+        async move {
+            run_in(
+                escalated.as_ref(),
+                "test -e go && echo after the first",
+                &root,
+            )
+            .await
+        }
+    });
+    // Time for the escalated command to run, were it not waiting for the first one's slot.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(root.join("go"), "").unwrap();
+    assert_eq!(first.await.unwrap().stdout.text, "first\n");
+    let second = second.await.unwrap();
+    assert_eq!(
+        (second.exit_code, second.stdout.text.as_str()),
+        (Some(0), "after the first\n")
+    );
+}
+
+/// The `full output` path a result names is readable by the next command in the sandbox, on
+/// either backend: bubblewrap's private `/tmp` must not hide the spill directory under the
+/// system's.
+async fn a_spill_file_is_readable_by_the_next_command(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let mut config = config();
+    config.visible_bytes = 1000;
+    // The system's `/tmp`, the default's usual place, which bubblewrap replaces.
+    config.spill_root = Some(PathBuf::from("/tmp"));
+    let executor =
+        SandboxedExecutor::new(dirs.policy(SandboxMode::WorkspaceWrite), backend, config).unwrap();
+    let result = run_in(
+        &executor,
+        "head -c 100000 /dev/zero | tr '\\0' a",
+        dirs.root(),
+    )
+    .await;
+    let spill = result.stdout.spill_path.clone().unwrap();
+    let read = run_in(
+        &executor,
+        &format!("wc -c < '{}'", spill.display()),
+        dirs.root(),
+    )
+    .await;
+    assert_eq!(
+        (
+            read.exit_code,
+            read.stdout.text.as_str(),
+            read.stderr.text.as_str()
+        ),
+        (Some(0), "100000\n", ""),
+        "{backend}: {}",
+        spill.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_file_is_readable_by_the_next_command_on_both_backends() {
+    a_spill_file_is_readable_by_the_next_command(SandboxBackend::Landlock).await;
+    if bubblewrap_available() {
+        a_spill_file_is_readable_by_the_next_command(SandboxBackend::Bubblewrap).await;
+    }
 }
