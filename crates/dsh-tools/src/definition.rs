@@ -5,7 +5,7 @@ use crate::content::{ContentBlock, ToolResultRecord};
 use crate::error::{RegistrationError, ToolError, panic_message};
 use crate::exec::{ExecContext, ToolExecution, ToolResult};
 use crate::json::JsonValue;
-use crate::schema::{CompileOptions, CompiledSchema, Role, ValueSchema, validate};
+use crate::schema::{CompileOptions, CompiledSchema, Root, ValueSchema};
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -490,11 +490,11 @@ impl ToolDefinitionBuilder {
                 CompiledSchema::from(*schema)
             }
             Parameters::Raw(raw) => {
-                CompiledSchema::compile_value_as(&raw, Role::Parameters, options)
+                CompiledSchema::compile_value_as(&raw, Root::Parameters, options)
                     .map_err(|e| compile_error("parameters", e))?
             }
             Parameters::RawExact(raw) => {
-                CompiledSchema::compile_as(&raw, Role::Parameters, options)
+                CompiledSchema::compile_as(&raw, Root::Parameters, options)
                     .map_err(|e| compile_error("parameters", e))?
             }
         };
@@ -507,13 +507,13 @@ impl ToolDefinitionBuilder {
             }
             Some(OutputDeclaration::Ready(output)) => *output,
             Some(OutputDeclaration::Raw(schema, render)) => ToolOutput {
-                schema: CompiledSchema::compile_value_as(&schema, Role::Value, options)
+                schema: CompiledSchema::compile_value_as(&schema, Root::Value, options)
                     .map_err(|e| compile_error("output", e))?,
                 render,
                 presentation_meta: None,
             },
             Some(OutputDeclaration::RawExact(schema, render)) => ToolOutput {
-                schema: CompiledSchema::compile_as(&schema, Role::Value, options)
+                schema: CompiledSchema::compile_as(&schema, Root::Value, options)
                     .map_err(|e| compile_error("output", e))?,
                 render,
                 presentation_meta: None,
@@ -621,7 +621,9 @@ mod typed {
 
     /// Soft path: validated and deserialised arguments, or `None`.
     fn soft_args<T: Tool>(schema: &ValueSchema, args: &Value) -> Option<T::Args> {
-        validate(schema, &JsonValue::from(args)).ok()?;
+        if !crate::schema::accepts_value(schema, args) {
+            return None;
+        }
         crate::json::from_value(args).ok()
     }
 

@@ -577,13 +577,8 @@ impl State {
     /// Why `id` is not found: expired if the runtime issued it (it was evicted), otherwise
     /// unknown. The id says which: `<kind>-N` with `N` at most the kind's counter.
     fn missing(&self, id: &str) -> JobError {
-        let issued = id.rsplit_once('-').is_some_and(|(kind, number)| {
-            number.parse::<u64>().is_ok_and(|n| {
-                n >= 1
-                    && n.to_string() == number
-                    && self.counters.get(kind).is_some_and(|last| n <= *last)
-            })
-        });
+        let issued = issued_parts(id)
+            .is_some_and(|(kind, n)| self.counters.get(kind).is_some_and(|last| n <= *last));
         if issued {
             JobError::Expired {
                 id: id.to_owned(),
@@ -653,6 +648,14 @@ struct Inner {
     changed_listeners: Listeners<ChangedListener>,
     opener: Mutex<Option<Arc<dyn TurnOpener>>>,
     wakes: Mutex<HashMap<String, u32>>,
+}
+
+/// The kind and number of an id as the runtime issues them (`<kind>-N`, `N` from 1 in plain
+/// digits); `None` for any other text.
+fn issued_parts(id: &str) -> Option<(&str, u64)> {
+    let (kind, number) = id.rsplit_once('-')?;
+    let n = number.parse::<u64>().ok()?;
+    (n >= 1 && n.to_string() == number).then_some((kind, n))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -731,17 +734,15 @@ impl JobRuntime {
 
     /// Continues numbering after job ids issued elsewhere (by the process that ran a session
     /// before it was resumed): the next job of each kind gets a number above every `<kind>-N`
-    /// given, so a resumed session never sees an id twice. Ids of another shape are ignored;
-    /// numbering never goes back.
+    /// given, so a resumed session never sees an id twice. Ids the runtime could not have
+    /// issued (another shape, or the last number of the range, which leaves none above it) are
+    /// ignored; numbering never goes back.
     pub fn continue_numbering<'a>(&self, issued: impl IntoIterator<Item = &'a str>) {
         let mut state = lock(&self.inner.state);
-        for id in issued {
-            let Some((kind, number)) = id.rsplit_once('-') else {
+        for (kind, n) in issued.into_iter().filter_map(issued_parts) {
+            if n == u64::MAX {
                 continue;
-            };
-            let Ok(n) = number.parse::<u64>() else {
-                continue;
-            };
+            }
             let counter = state.counters.entry(kind.to_owned()).or_insert(0);
             *counter = (*counter).max(n);
         }

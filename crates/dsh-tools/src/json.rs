@@ -1199,6 +1199,12 @@ mod tests {
             "340282366920938463463374607431768211457",
         ] {
             let number = JsonNumber::parse(text).unwrap();
+            assert_eq!(
+                matches!(number.0, NumberText::Inline { .. }),
+                text.len() <= INLINE_NUMBER,
+                "{text} ({} bytes) is inline exactly when it fits",
+                text.len()
+            );
             assert_eq!(number.as_str(), text);
             assert_eq!(number.to_string(), text);
             assert_eq!(format!("{number:?}"), format!("JsonNumber({text:?})"));
@@ -1211,6 +1217,8 @@ mod tests {
             assert_ne!(JsonNumber::parse(&longer), Some(number));
         }
         assert_ne!(JsonNumber::parse("1.0"), JsonNumber::parse("1"));
+        // The boundary itself: 22 bytes in place, 23 on the heap.
+        assert_eq!(INLINE_NUMBER, "1234567890123456789012".len());
         assert_eq!(JsonNumber::from(u64::MAX).as_str(), "18446744073709551615");
         assert_eq!(JsonNumber::from(i64::MIN).as_str(), "-9223372036854775808");
     }

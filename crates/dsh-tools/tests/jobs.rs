@@ -307,6 +307,23 @@ async fn numbering_continues_after_ids_issued_elsewhere_and_never_goes_back() {
     assert_eq!(ids, vec!["bash-5", "agent-2", "other-1", "bash-6"]);
 }
 
+#[tokio::test]
+async fn numbering_ignores_ids_the_runtime_could_not_have_issued() {
+    // A session log is a file a user can edit: an id at the top of the range leaves no number
+    // above it, and spellings the runtime never writes (`bash-07`, `bash-+9`, `bash-0`) are
+    // not its ids. None of them moves the numbering or stops the next start.
+    let jobs = runtime();
+    jobs.continue_numbering([
+        "bash-18446744073709551615",
+        "bash-07",
+        "bash-+9",
+        "bash-0",
+        "bash-3",
+    ]);
+    let (start, _control) = producer("bash", "label", true);
+    assert_eq!(jobs.start(start).unwrap().to_string(), "bash-4");
+}
+
 // ----- Settlement ---------------------------------------------------------------------------
 
 #[tokio::test]

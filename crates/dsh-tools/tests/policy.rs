@@ -246,6 +246,76 @@ async fn cancelling_while_waiting_for_approval_denies() {
     assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
+/// Answers with its approval and records the reason of every request.
+struct Recording(Approval, Arc<Mutex<Vec<Option<String>>>>);
+
+impl Approver for Recording {
+    fn approve(&self, request: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        self.1.lock().unwrap().push(request.reason.clone());
+        let answer = self.0.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+#[tokio::test]
+async fn a_body_asks_the_approver_of_its_calls_layer() {
+    let registry = ToolRegistry::new();
+    registry
+        .register(
+            ToolDefinition::builder("escape", "Ask to leave the sandbox.")
+                .raw_output(json!({}), |_, _| Vec::new())
+                .execute(|_, exec| async move {
+                    Ok(json!(exec.request_approval("leave the sandbox").await))
+                })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    let outcome = |result: ToolResult| expect_value(&result);
+
+    // No approval service yet.
+    assert_eq!(
+        outcome(run_as(&registry, &agent("s1"), "escape", json!({})).await),
+        json!({"Err": "leave the sandbox; no approval service is available"})
+    );
+
+    let global_asked = Arc::new(Mutex::new(Vec::new()));
+    let agent_asked = Arc::new(Mutex::new(Vec::new()));
+    let refuse = Approval::Refuse {
+        reason: Some("stay in".into()),
+    };
+    registry
+        .global_scope()
+        .set_approver(Arc::new(Recording(refuse, Arc::clone(&global_asked))))
+        .unwrap();
+    registry
+        .agent_scope("s1")
+        .unwrap()
+        .set_approver(Arc::new(Recording(
+            Approval::Grant,
+            Arc::clone(&agent_asked),
+        )))
+        .unwrap();
+
+    // The agent layer's approver answers for its agent, the global one for any other.
+    assert_eq!(
+        outcome(run_as(&registry, &agent("s1"), "escape", json!({})).await),
+        json!({"Ok": null})
+    );
+    assert_eq!(
+        outcome(run_as(&registry, &agent("s2"), "escape", json!({})).await),
+        json!({"Err": "approval refused: stay in"})
+    );
+    // A call without an agent has nobody to ask.
+    assert_eq!(
+        outcome(run(&registry, "escape", json!({})).await),
+        json!({"Err": "leave the sandbox; the call has no agent to ask for approval"})
+    );
+    let reason = Some(String::from("leave the sandbox"));
+    assert_eq!(*agent_asked.lock().unwrap(), vec![reason.clone()]);
+    assert_eq!(*global_asked.lock().unwrap(), vec![reason]);
+}
+
 // ----- Guards -------------------------------------------------------------------------------
 
 #[tokio::test]

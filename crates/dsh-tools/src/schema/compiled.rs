@@ -1,7 +1,8 @@
 //! Schemas as declared, each with the validator compiled from it once: the subset's own for a
 //! subset schema, `jsonschema`'s for any other JSON Schema a raw definition declares.
 
-use super::{ValueSchema, Violation, raw, validate};
+use super::raw::{self, Root};
+use super::{ValueSchema, Violation, validate};
 use crate::exec::ParsedArguments;
 use crate::json::{JsonValue, pointer_push};
 use serde_json::Value;
@@ -97,14 +98,6 @@ impl From<ValueSchema> for CompiledSchema {
     }
 }
 
-/// Where a raw schema sits: as a definition's parameters (an object root, which may leave
-/// `additionalProperties` out inside the subset), or anywhere else.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    Parameters,
-    Value,
-}
-
 impl CompiledSchema {
     /// Compiles any JSON Schema with the default options: the subset's validator when the
     /// subset accepts it, `jsonschema` otherwise.
@@ -117,18 +110,14 @@ impl CompiledSchema {
         schema: &JsonValue,
         options: CompileOptions,
     ) -> Result<CompiledSchema, SchemaCompileError> {
-        CompiledSchema::compile_as(schema, Role::Value, options)
+        CompiledSchema::compile_as(schema, Root::Value, options)
     }
 
     pub(crate) fn compile_as(
         schema: &JsonValue,
-        role: Role,
+        root: Root,
         options: CompileOptions,
     ) -> Result<CompiledSchema, SchemaCompileError> {
-        let root = match role {
-            Role::Parameters => raw::Root::Parameters,
-            Role::Value => raw::Root::Value,
-        };
         if let Ok(subset) = raw::accept(schema, root) {
             return Ok(CompiledSchema {
                 declared: schema.clone(),
@@ -149,7 +138,7 @@ impl CompiledSchema {
     /// it is converted (the conversion recurses).
     pub(crate) fn compile_value_as(
         schema: &Value,
-        role: Role,
+        root: Root,
         options: CompileOptions,
     ) -> Result<CompiledSchema, SchemaCompileError> {
         if crate::json::nests_deeper_than(schema, crate::json::MAX_DEPTH) {
@@ -158,7 +147,7 @@ impl CompiledSchema {
                 crate::json::MAX_DEPTH
             )));
         }
-        CompiledSchema::compile_as(&JsonValue::from(schema), role, options)
+        CompiledSchema::compile_as(&JsonValue::from(schema), root, options)
     }
 
     /// The schema exactly as declared: what the model receives (outside strict mode).
@@ -229,7 +218,7 @@ impl CompiledSchema {
     /// Whether a `serde_json::Value` is valid, without diagnostics.
     pub(crate) fn accepts_value(&self, value: &Value) -> bool {
         match &self.check {
-            Check::Subset(schema) => super::validate_value(schema, value).is_ok(),
+            Check::Subset(schema) => super::accepts_value(schema, value),
             Check::Full(validator) => validator.is_valid(value),
         }
     }

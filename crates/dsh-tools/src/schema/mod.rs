@@ -19,9 +19,9 @@ mod raw;
 mod strict;
 mod validate;
 
-pub(crate) use compiled::Role;
+pub(crate) use raw::Root;
 pub use compiled::{CompileOptions, CompiledSchema, SchemaCompileError};
-pub(crate) use validate::validate_value;
+pub(crate) use validate::{accepts_value, validate_value};
 pub use validate::{Violation, validate};
 
 use crate::json::{JsonObject, JsonValue};

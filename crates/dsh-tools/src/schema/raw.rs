@@ -14,8 +14,9 @@ const OBJECT_ONLY: [&str; 3] = ["properties", "required", "additionalProperties"
 /// The keywords holding subschemas that a node can leave unused: walked only for reporting.
 const UNUSED_BELOW: [&str; 3] = ["properties", "items", "additionalProperties"];
 
+/// Where a raw schema sits: a definition's parameters, or anywhere else.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Root {
+pub(crate) enum Root {
     /// Any root; every object node declares `additionalProperties`.
     Value,
     /// An object root that may leave `additionalProperties` out (open by default).

@@ -72,6 +72,13 @@ pub(crate) fn validate_value(schema: &ValueSchema, value: &Value) -> Result<(), 
     validate(schema, &JsonValue::from(value))
 }
 
+/// Whether a `serde_json::Value` is valid, with the verdict of [`validate_value`] and without
+/// building its violations: a caller that only needs the verdict (the concurrency classifier)
+/// pays for no conversion when the value is invalid.
+pub(crate) fn accepts_value(schema: &ValueSchema, value: &Value) -> bool {
+    is_valid(schema, value)
+}
+
 /// What the allocation-free pass needs to know of a value. [`JsonValue`] answers for itself; a
 /// `serde_json::Value` answers as its `JsonValue::from` conversion would, so both are judged by
 /// the same rules.
