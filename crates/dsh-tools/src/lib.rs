@@ -138,6 +138,7 @@ mod exec;
 pub mod hooks;
 pub mod jobs;
 pub mod json;
+mod layers;
 mod pipeline;
 pub mod prelude;
 mod registry;
@@ -146,6 +147,7 @@ pub mod schema;
 mod scope;
 pub mod testing;
 mod text;
+mod violation;
 
 pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
 pub use card::{ToolCallView, ToolResultView};
@@ -166,9 +168,8 @@ pub use hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,
     PreNext, Restriction,
 };
-pub use registry::{
-    DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolRegistry, ToolsChange, ToolsChangeKind,
-};
+pub use layers::{DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolsChange, ToolsChangeKind};
+pub use registry::ToolRegistry;
 pub use schema::{
     CompileOptions, CompiledSchema, SchemaCompileError, SchemaError, ValueSchema, Violation,
     strip_strict_nulls, validate,

@@ -10,8 +10,9 @@ use crate::exec::{
 use crate::hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, PostAction, PreDecision, PreNext,
 };
-use crate::registry::{CallHooks, ToolRegistry};
-use crate::schema::Violation;
+use crate::layers::CallHooks;
+use crate::registry::ToolRegistry;
+use crate::violation::Violation;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;

@@ -13,7 +13,7 @@ use crate::exec::{ToolExecution, ToolResult};
 use crate::hooks::{
     Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision, PreNext, Restriction,
 };
-use crate::registry::{
+use crate::layers::{
     ChangeFn, EffectId, Layer, LayerKey, RegistryInner, ToolsChange, ToolsChangeKind,
 };
 use std::any::Any;
@@ -529,11 +529,6 @@ impl Scope {
             && let Some(registry) = self.inner.registry.upgrade()
         {
             let session = self.session().unwrap_or_default();
-            registry
-                .agent_scopes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(session);
             let removed = registry.write().agents.remove(session);
             if removed.is_some() {
                 registry.notify(&ToolsChange {

@@ -19,10 +19,11 @@ mod raw;
 mod strict;
 mod validate;
 
-pub(crate) use raw::Root;
+pub use crate::violation::Violation;
 pub use compiled::{CompileOptions, CompiledSchema, SchemaCompileError};
+pub(crate) use raw::Root;
+pub use validate::validate;
 pub(crate) use validate::{accepts_value, validate_value};
-pub use validate::{Violation, validate};
 
 use crate::json::{JsonObject, JsonValue};
 use serde_json::Value;

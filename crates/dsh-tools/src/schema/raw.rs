@@ -4,7 +4,7 @@
 use super::{Annotations, ObjectSchema, ScalarType, SchemaError, SchemaKind, ValueSchema};
 use crate::json::pointer_push;
 use crate::json::{JsonObject, JsonValue};
-use crate::schema::Violation;
+use crate::violation::Violation;
 
 /// Nesting beyond this is refused rather than risking the stack on hostile input.
 const MAX_DEPTH: usize = 128;

@@ -3,37 +3,8 @@
 use super::{ObjectSchema, ScalarType, SchemaKind, ValueSchema};
 use crate::json::{JsonNumber, JsonValue, is_integer};
 use crate::json::{pointer_push, type_name, values_equal};
+use crate::violation::Violation;
 use serde_json::Value;
-use std::fmt;
-
-/// One validation problem: where (a JSON pointer into the validated value, or into the schema
-/// for schema problems) and what.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Violation {
-    /// RFC 6901 JSON pointer; `""` is the root.
-    pub pointer: String,
-    /// A plain message, e.g. `expected string, got number`.
-    pub message: String,
-}
-
-impl Violation {
-    pub(crate) fn new(pointer: impl Into<String>, message: impl Into<String>) -> Violation {
-        Violation {
-            pointer: pointer.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.pointer.is_empty() {
-            write!(f, "(root): {}", self.message)
-        } else {
-            write!(f, "{}: {}", self.pointer, self.message)
-        }
-    }
-}
 
 /// Validates a value against a schema, reporting every violation.
 ///
