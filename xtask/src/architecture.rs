@@ -23,7 +23,13 @@ mod tests {
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
         // The MCP client registers servers' tools; it spawns no shell, so not `tool-bash`.
         ("tool-mcp", &["dsh-tools"]),
+        // The shared test fixtures, which only tests use (see [`TEST_SUPPORT`]).
+        ("dsh-test-support", &["dsh-tools"]),
     ];
+
+    /// The crate of shared test fixtures: unpublished, and a dev-dependency only, of every
+    /// crate (the unrestricted ones included), so no library ships test code.
+    const TEST_SUPPORT: &str = "dsh-test-support";
 
     /// The libraries that talk HTTP (a model adapter to its provider, the MCP client to an
     /// MCP server), and the transport crates each may use. Every other rule still holds for
@@ -165,6 +171,34 @@ mod tests {
         problems
     }
 
+    /// Crates that take [`TEST_SUPPORT`] as a normal or build dependency.
+    fn test_support_outside_tests(packages: &Dependencies) -> Vec<String> {
+        packages
+            .iter()
+            .filter(|(_, dependencies)| dependencies.contains(TEST_SUPPORT))
+            .map(|(name, _)| format!("`{name}` may take `{TEST_SUPPORT}` only as a dev-dependency"))
+            .collect()
+    }
+
+    /// Architecture invariant: test fixtures stay out of the libraries: the test-support crate
+    /// is a dev-dependency only and is never published.
+    #[test]
+    fn test_support_is_an_unpublished_dev_dependency() {
+        assert_eq!(
+            test_support_outside_tests(workspace()),
+            Vec::<String>::new()
+        );
+        let metadata = crate::metadata(&crate::workspace_root(), &["--no-deps"]);
+        let package = metadata["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == TEST_SUPPORT)
+            .unwrap();
+        // `[]` is `publish = false`; `null` would mean any registry.
+        assert_eq!(package["publish"], serde_json::json!([]));
+    }
+
     /// Architecture invariant: the crates depend on each other only in the documented
     /// direction (dsh-tools on nothing in the workspace but its macro crate).
     #[test]
@@ -274,7 +308,10 @@ mod tests {
             ("tool-bash", &["dsh-tools", "presenters", "ratatui"]),
             ("new-library", &["dsh-tools"]),
             ("openai-adapter", &["agent-loop", "reqwest", "ratatui"]),
-            ("dsh-agent", &["tool-bash", "agent-client-protocol"]),
+            (
+                "dsh-agent",
+                &["tool-bash", "agent-client-protocol", "dsh-test-support"],
+            ),
         ]
         .into_iter()
         .map(|(name, deps)| {
@@ -303,6 +340,10 @@ mod tests {
                 "`tool-bash` may not depend on `ratatui`: libraries never import UI or transport types",
                 "`openai-adapter` may not depend on `ratatui`: libraries never import UI or transport types",
             ]
+        );
+        assert_eq!(
+            test_support_outside_tests(&packages),
+            vec!["`dsh-agent` may take `dsh-test-support` only as a dev-dependency"]
         );
         assert_eq!(
             impure(&Dependencies::new()),

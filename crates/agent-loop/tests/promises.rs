@@ -11,6 +11,7 @@ use agent_loop::{
     LogLines, LogReadError, MAX_LINE_BYTES, Message, SessionEvent, SessionLog, replay_cards,
     replay_sessions,
 };
+use dsh_test_support::echo;
 use dsh_tools::card::TerminalResultView;
 use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobsConfig, NoticeDelivery,
@@ -24,7 +25,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{assert_paired, builder, echo, recorded};
+use support::{assert_paired, builder, recorded};
 
 // ----- Every notice reaches the model -------------------------------------------------------
 

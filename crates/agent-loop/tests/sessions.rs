@@ -8,6 +8,7 @@ use agent_loop::{
     Agent, AgentDirectory, AgentError, AssistantToolCall, CardTracker, Message, SessionEvent,
     SessionLog, TurnEndReason, replay_cards,
 };
+use dsh_test_support::{echo, tool};
 use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobStatus, JobsConfig, NoticeDelivery,
     TurnOpener,
@@ -20,7 +21,7 @@ use proptest::prelude::*;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{assert_paired, echo, recorded, tool};
+use support::{assert_paired, recorded};
 use tokio_util::sync::CancellationToken;
 
 /// A registry with `echo`, a tool that injects context, and one that fails.

@@ -9,6 +9,7 @@ use agent_loop::{
     Agent, AssistantToolCall, EventRecord, FsSessionStore, LOST_JOB_DETAIL, Message, PrunePolicy,
     SessionEndReason, SessionEvent, SessionState, SessionStore, StoreError, TurnEndReason,
 };
+use dsh_test_support::tool;
 use dsh_tools::jobs::{JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobStatus, JobsConfig};
 use dsh_tools::{ContentBlock, ContextSource, InjectedContext, ToolError, ToolRegistry};
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
@@ -19,7 +20,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::tool;
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777

@@ -5,7 +5,8 @@
 mod support;
 
 use agent_loop::{Agent, AgentError, Message, SessionEvent, TurnEndReason};
-use dsh_tools::testing::RecordingAgent;
+use dsh_test_support::RecordingAgent;
+use dsh_test_support::{echo, tool};
 use dsh_tools::{
     ContentBlock, ContextSource, FailureCode, InjectedContext, ToolCall, ToolFailure, ToolRegistry,
     ToolResultRecord,
@@ -15,7 +16,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{SYSTEM_PROMPT, agent, assert_paired, builder, echo, logging_tool, recorded, tool};
+use support::{SYSTEM_PROMPT, agent, assert_paired, builder, logging_tool, recorded};
 use tokio::sync::{Barrier, Notify};
 
 fn tool_messages(messages: &[Message]) -> Vec<(String, String, bool)> {

@@ -145,7 +145,6 @@ mod registry;
 pub mod runtime;
 pub mod schema;
 mod scope;
-pub mod testing;
 mod text;
 mod violation;
 

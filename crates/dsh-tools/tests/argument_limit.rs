@@ -8,13 +8,14 @@
 
 mod support;
 
+use dsh_test_support::raw_echo;
 use dsh_tools::{
     CallArguments, DEFAULT_MAX_ARGUMENT_BYTES, FailureCode, RegistryConfig, ToolRegistry,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use support::{expect_failure, expect_value, raw_echo, run};
+use support::{expect_failure, expect_value, run};
 
 /// This process's peak resident set size in KiB (`VmHWM`).
 fn peak_resident_kib() -> u64 {

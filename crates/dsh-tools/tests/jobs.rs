@@ -2,11 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use dsh_test_support::RecordingAgent;
 use dsh_tools::jobs::{
     JobEnd, JobError, JobHooks, JobId, JobOutcome, JobRuntime, JobSnapshot, JobStart, JobStatus,
     JobsConfig, KillOutcome, NoticeDelivery, TurnOpener, completion_notice,
 };
-use dsh_tools::testing::RecordingAgent;
 use dsh_tools::{AgentHandle, AgentRef, ContextSource, InjectedContext};
 use futures::FutureExt;
 use pretty_assertions::assert_eq;

@@ -5,7 +5,7 @@
 
 mod support;
 
-use dsh_tools::testing::RecordingAgent;
+use dsh_test_support::RecordingAgent;
 use dsh_tools::{
     AgentRef, Approval, ApprovalRequest, Approver, ContentBlock, ExecContext, FailureCode,
     InjectedContext, PostDecision, PreDecision, ToolDefinition, ToolOutput, ToolRegistry,

@@ -4,7 +4,7 @@
 
 mod support;
 
-use dsh_tools::testing::RecordingAgent;
+use dsh_test_support::RecordingAgent;
 use dsh_tools::{
     AgentRef, ContentBlock, ExecContext, FailureCode, Plugin, PluginError, PreDecision,
     RegistrationError, RestrictError, Restriction, Scope, ScopeError, ToolDefinition, ToolOutput,

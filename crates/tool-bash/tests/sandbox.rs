@@ -8,7 +8,7 @@
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use dsh_tools::testing::RecordingAgent;
+use dsh_test_support::RecordingAgent;
 use dsh_tools::{Approval, ApprovalRequest, Approver, ToolCall, ToolRegistry};
 use futures::future::BoxFuture;
 use pretty_assertions::assert_eq;

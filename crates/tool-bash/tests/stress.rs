@@ -6,8 +6,8 @@
 
 mod support;
 
+use dsh_test_support::RecordingAgent;
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
-use dsh_tools::testing::RecordingAgent;
 use dsh_tools::{AgentRef, ToolCall};
 use serde_json::json;
 use std::sync::Arc;

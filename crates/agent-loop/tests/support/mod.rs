@@ -3,10 +3,10 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use agent_loop::{Agent, AgentBuilder, EventRecord, Message, SessionEvent};
-use dsh_tools::{ContentBlock, ExecContext, ToolDefinition, ToolOutput, ToolRegistry, ValueSchema};
+use dsh_test_support::tool;
+use dsh_tools::{ToolDefinition, ToolRegistry};
 use mock_adapter::MockAdapter;
 use serde_json::{Value, json};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 /// Collects every event an agent emits.
@@ -80,39 +80,6 @@ pub fn logging_tool(
             Ok(json!("done"))
         }
     })
-}
-
-/// A raw tool whose body is `body(args, exec)`, returning any JSON, optionally
-/// concurrency-safe.
-pub fn tool<F, Fut>(name: &str, safe: bool, body: F) -> ToolDefinition
-where
-    F: Fn(Arc<Value>, ExecContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Value, dsh_tools::ToolError>> + Send + 'static,
-{
-    let mut builder = ToolDefinition::builder(name, format!("The {name} tool."))
-        .output(ToolOutput::new(ValueSchema::json(), |_, v| {
-            vec![ContentBlock::text(match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })]
-        }))
-        .execute(body);
-    if safe {
-        builder = builder.concurrency_safe(|_| true);
-    }
-    builder.build().unwrap()
-}
-
-/// The `echo` tool: returns its `text` argument.
-pub fn echo() -> ToolDefinition {
-    ToolDefinition::builder("echo", "Repeat the text back.")
-        .parameters(ValueSchema::closed_object().required("text", ValueSchema::string()))
-        .output(ToolOutput::new(ValueSchema::string(), |_, v| {
-            vec![ContentBlock::text(v.as_str().unwrap_or_default())]
-        }))
-        .execute(|args, _| async move { Ok(json!(args["text"].as_str().unwrap_or_default())) })
-        .build()
-        .unwrap()
 }
 
 /// Checks the pairing invariant on one request's messages: every assistant tool call is

@@ -70,13 +70,3 @@ pub fn constant_tool(name: &str, value: &str) -> ToolDefinition {
         .build()
         .unwrap()
 }
-
-/// A raw tool that returns its arguments as its value.
-pub fn raw_echo(name: &str) -> ToolDefinition {
-    ToolDefinition::builder(name, "Return the arguments unchanged.")
-        .raw_parameters(json!({"type": "object", "properties": {"x": {"type": "string"}}}))
-        .raw_output(json!({}), |_, v| vec![ContentBlock::text(v.to_string())])
-        .execute(|args, _| async move { Ok((*args).clone()) })
-        .build()
-        .unwrap()
-}

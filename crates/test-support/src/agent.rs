@@ -1,6 +1,6 @@
-//! Helpers for testing tools: an in-memory [`AgentHandle`] that records what it is told.
+//! An in-memory [`AgentHandle`] that records what it is told.
 
-use crate::agent::{AgentGone, AgentHandle, InjectedContext};
+use dsh_tools::{AgentGone, AgentHandle, InjectedContext};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
