@@ -28,6 +28,24 @@
 //! `mock-adapter` crate is the scripted one), render cards (`presenters`), or run shell
 //! commands (`tool-bash`).
 //!
+//! # Modules
+//!
+//! The modules are private; everything public is re-exported at the crate root.
+//!
+//! - `agent`: [`Agent`] and its turn loop, with `agent/builder` ([`AgentBuilder`]),
+//!   `agent/state` (history, inbox, running turn, event emitter, cached schemas),
+//!   `agent/assembly` (the pure assembler of a streamed response, and unique call ids),
+//!   `agent/scheduling` (how one message's tool calls run) and `agent/directory`
+//!   ([`AgentDirectory`]);
+//! - `event`: [`SessionEvent`] and [`EventRecord`], the wire format of subscribers and logs;
+//! - `log`: the JSONL session log, written ([`SessionLogWriter`]) and read a line at a time
+//!   ([`SessionLog`]);
+//! - `model`: the model seam ([`ModelAdapter`], [`ModelRequest`], [`ModelEvent`]) and the
+//!   shared [`History`];
+//! - `replay`: logs back into cards ([`replay_cards`], [`CardTracker`]);
+//! - `store` (Unix): [`SessionStore`] and [`FsSessionStore`], with `store/lock` (one writer per
+//!   session) and `store/disk` (private files, torn-tail repair, sizes).
+//!
 //! # Example
 //!
 //! ```

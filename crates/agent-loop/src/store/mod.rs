@@ -11,13 +11,18 @@
 //!   the `full output` paths given to the model stay valid after the process exits;
 //! - `lock`: the writer's lock, naming its PID.
 
+mod disk;
+mod lock;
+
+use disk::{cut_torn_tail, dir_size, private_dir, private_file};
+use lock::{holder_alive, lock_session};
+
 use crate::event::{EventRecord, SessionEndReason, SessionEvent};
 use crate::log::{LogEntry, LogReadError, SessionLog};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -622,211 +627,4 @@ fn fresh_id() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed) % 1_000_000
     )
-}
-
-/// Creates a directory with mode `0700` (with its parents when `parents`; an existing one is
-/// then accepted).
-fn private_dir(dir: &Path, parents: bool) -> Result<(), StoreError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.mode(0o700).recursive(parents);
-    builder.create(dir).map_err(io_error(dir))
-}
-
-/// Opens a file created with mode `0600` (for appending when `append`; an existing one is
-/// kept).
-fn private_file(path: &Path, append: bool) -> Result<File, StoreError> {
-    let mut options = OpenOptions::new();
-    options.create(true).mode(0o600);
-    if append {
-        options.append(true);
-    } else {
-        options.write(true).truncate(true);
-    }
-    options.open(path).map_err(io_error(path))
-}
-
-/// The locked `lock` file of a session. The lock is an advisory `flock`, which the kernel
-/// releases when its holder dies, however it dies: a crashed holder's lock is taken over at
-/// once. The file records the holder's PID and start time, for the "in use" error and for
-/// [`SessionStore::list`].
-#[derive(Debug)]
-struct SessionLock {
-    file: File,
-}
-
-impl Drop for SessionLock {
-    fn drop(&mut self) {
-        // Emptied before the lock goes, so the file never names a holder that let go.
-        let _ = self.file.set_len(0);
-        let _ = self.file.unlock();
-    }
-}
-
-fn lock_session(id: &str, dir: &Path) -> Result<SessionLock, StoreError> {
-    let path = dir.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io_error(&path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = read_holder(&mut file).map_or(0, |(pid, _)| pid);
-            return Err(StoreError::SessionInUse {
-                id: id.to_owned(),
-                pid,
-            });
-        }
-        Err(std::fs::TryLockError::Error(error)) => return Err(io_error(&path)(error)),
-    }
-    let pid = std::process::id();
-    let start = process_start(pid).unwrap_or_default();
-    let written = file
-        .set_len(0)
-        .and_then(|()| file.seek(SeekFrom::Start(0)))
-        .and_then(|_| file.write_all(format!("{pid} {start}\n").as_bytes()));
-    written.map_err(io_error(&path))?;
-    Ok(SessionLock { file })
-}
-
-/// The PID and start time a lock file records.
-fn read_holder(file: &mut File) -> Option<(u32, String)> {
-    let mut text = String::new();
-    file.seek(SeekFrom::Start(0)).ok()?;
-    file.read_to_string(&mut text).ok()?;
-    let mut words = text.split_whitespace();
-    let pid = words.next()?.parse().ok()?;
-    Some((pid, words.next().unwrap_or_default().to_owned()))
-}
-
-/// Whether the process a session's lock file names is alive: the PID exists and, where the
-/// start time is known, it is the same process (not a later one given the same PID).
-fn holder_alive(dir: &Path) -> bool {
-    let Ok(mut file) = File::open(dir.join(LOCK_FILE)) else {
-        return false;
-    };
-    let Some((pid, start)) = read_holder(&mut file) else {
-        return false;
-    };
-    if !process_exists(pid) {
-        return false;
-    }
-    match process_start(pid) {
-        Some(now) if !start.is_empty() => now == start,
-        _ => true,
-    }
-}
-
-/// Whether a process with this PID exists.
-fn process_exists(pid: u32) -> bool {
-    if Path::new("/proc/self").exists() {
-        return Path::new(&format!("/proc/{pid}")).exists();
-    }
-    // Without /proc, `kill -0` asks the kernel.
-    std::process::Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
-/// The start time of a process (clock ticks since boot, from `/proc/PID/stat`), where known.
-fn process_start(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last `)`.
-    let (_, after) = stat.rsplit_once(')')?;
-    // `after` starts at field 3 (the state); the start time is field 22.
-    after.split_whitespace().nth(19).map(str::to_owned)
-}
-
-/// Cuts a last line without its newline (the writer died mid-line) from the log.
-fn cut_torn_tail(path: &Path) -> Result<Option<TornTail>, StoreError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_error(path))?;
-    let len = file.metadata().map_err(io_error(path))?.len();
-    if len == 0 {
-        return Ok(None);
-    }
-    // Read backwards in blocks until a newline (or the start) is found.
-    let mut end = len;
-    let mut buffer = vec![0u8; 64 * 1024];
-    let mut cut_at = 0;
-    let mut last_byte_is_newline = false;
-    loop {
-        let start = end.saturating_sub(buffer.len() as u64);
-        let size = usize::try_from(end - start).unwrap_or(0);
-        file.seek(SeekFrom::Start(start)).map_err(io_error(path))?;
-        file.read_exact(&mut buffer[..size])
-            .map_err(io_error(path))?;
-        if end == len && buffer[size - 1] == b'\n' {
-            last_byte_is_newline = true;
-            break;
-        }
-        if let Some(i) = buffer[..size].iter().rposition(|&b| b == b'\n') {
-            cut_at = start + i as u64 + 1;
-            break;
-        }
-        if start == 0 {
-            break;
-        }
-        end = start;
-    }
-    if last_byte_is_newline {
-        return Ok(None);
-    }
-    // The torn line's number: the lines before it, plus one.
-    let mut counted = 0usize;
-    file.seek(SeekFrom::Start(0)).map_err(io_error(path))?;
-    let mut head = (&mut file).take(cut_at);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let n = head.read(&mut chunk).map_err(io_error(path))?;
-        if n == 0 {
-            break;
-        }
-        counted += chunk[..n].iter().filter(|&&b| b == b'\n').count();
-    }
-    file.set_len(cut_at).map_err(io_error(path))?;
-    tracing::debug!(log = %path.display(), bytes = len - cut_at, "cut a torn last line");
-    Ok(Some(TornTail {
-        line: counted + 1,
-        bytes: len - cut_at,
-    }))
-}
-
-/// The bytes the files of a session directory hold (one level of subdirectories: the spill
-/// directory).
-fn dir_size(dir: &Path) -> u64 {
-    let mut total = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    for entry in entries.flatten() {
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        if meta.is_dir() {
-            total += std::fs::read_dir(entry.path())
-                .map(|inner| {
-                    inner
-                        .flatten()
-                        .filter_map(|e| e.metadata().ok())
-                        .filter(std::fs::Metadata::is_file)
-                        .map(|m| m.len())
-                        .sum::<u64>()
-                })
-                .unwrap_or(0);
-        } else {
-            total += meta.len();
-        }
-    }
-    total
 }
