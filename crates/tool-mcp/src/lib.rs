@@ -22,6 +22,13 @@
 //!   (`{"mcpServers": {NAME: {"command", "args", "env", "cwd"} | {"type": "http", "url",
 //!   "headers"}}}`, with `${VAR}` expansion).
 //!
+//! The modules are private; everything public is re-exported at the crate root: `config`
+//! ([`McpConfig`]: the configuration files), `connect` (the transports: [`Connector`],
+//! [`StdioConnector`]), `bridge` (MCP tools and results as dsh-tools definitions and values),
+//! and `servers` ([`McpServers`]: one supervised connection per server, with
+//! `servers/supervision` for connecting, listing and restarting, and `servers/calls` for the
+//! tools' definitions and calls).
+//!
 //! ```no_run
 //! use dsh_tools::ToolRegistry;
 //! use tool_mcp::{McpConfig, McpOptions, McpServers};
