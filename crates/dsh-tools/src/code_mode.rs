@@ -6,8 +6,9 @@
 //! policy (not its rendered content); a failure rejects with a [`ToolCallError`] that exposes
 //! only `name`, `toolName` and `message`. Output schemas are therefore programmatic APIs.
 
+use crate::call::{Arguments, ToolCall};
 use crate::definition::ToolDefinition;
-use crate::exec::{Arguments, ExecContext, ToolCall};
+use crate::exec::ExecContext;
 use crate::json::JsonValue;
 use crate::registry::ToolRegistry;
 use crate::schema::{SchemaKind, ValueSchema};

@@ -131,11 +131,11 @@ pub enum ToolError {
     /// The Tokio runtime running the call lacks drivers the tool needs
     /// ([`runtime::require`](crate::runtime::require)); the message names them and the builder
     /// calls that add them.
-    #[error("{}", crate::runtime::missing_drivers_message(.missing))]
+    #[error("{}", crate::runtime::driver::missing_drivers_message(.missing))]
     MissingRuntimeDrivers {
         /// The missing drivers, in [`RuntimeDriver::ALL`](crate::runtime::RuntimeDriver::ALL)
         /// order.
-        missing: Vec<crate::runtime::RuntimeDriver>,
+        missing: Vec<crate::runtime::driver::RuntimeDriver>,
     },
 }
 

@@ -21,9 +21,9 @@
 //! [`Scope::restrict`]: crate::Scope::restrict
 
 use crate::agent::{AgentRef, InjectedContext};
+use crate::call::{ToolExecution, ToolResult};
 use crate::content::ContentBlock;
 use crate::error::{FailureCode, panic_message};
-use crate::exec::{ToolExecution, ToolResult};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -353,5 +353,46 @@ impl Restriction {
             .as_ref()
             .is_some_and(|list| list.iter().any(|n| n == name));
         allowed && !denied
+    }
+}
+
+/// Asks `approver` about `execution`; `Some(reason)` denies. Also reached from a body through
+/// [`ExecContext::request_approval`](crate::ExecContext::request_approval).
+pub(crate) async fn ask(
+    execution: &Arc<ToolExecution>,
+    approver: Option<Arc<dyn Approver>>,
+    reason: Option<String>,
+) -> Option<String> {
+    let why = reason
+        .clone()
+        .unwrap_or_else(|| String::from("approval required"));
+    let Some(agent) = execution.agent.clone() else {
+        return Some(format!("{why}; the call has no agent to ask for approval"));
+    };
+    let Some(approver) = approver else {
+        return Some(format!("{why}; no approval service is available"));
+    };
+    let request = ApprovalRequest {
+        execution: Arc::clone(execution),
+        agent,
+        reason,
+        signal: execution.signal.clone(),
+    };
+    let answer = AssertUnwindSafe(async move { approver.approve(request).await }).catch_unwind();
+    let answer = tokio::select! {
+        answer = answer => answer,
+        () = execution.signal.cancelled() => Ok(Approval::Cancel),
+    };
+    match answer {
+        Ok(Approval::Grant) => None,
+        Ok(Approval::Refuse { reason }) => Some(match reason {
+            Some(reason) => format!("approval refused: {reason}"),
+            None => String::from("approval refused"),
+        }),
+        Ok(Approval::Cancel) => Some(String::from("approval was cancelled")),
+        Err(payload) => Some(format!(
+            "the approval service failed ({}); the call is denied",
+            panic_message(payload.as_ref())
+        )),
     }
 }

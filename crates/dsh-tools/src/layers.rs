@@ -6,8 +6,8 @@
 //! and it on neither, so the registry can hold scopes and scopes can reach the registry's
 //! state without the two modules importing each other.
 
+use crate::call::Services;
 use crate::definition::ToolDefinition;
-use crate::exec::Services;
 use crate::hooks::{
     Approver, ExecuteWrapperFn, GuardFn, PostExecuteFn, PreExecuteFn, Restriction, ResultObserverFn,
 };

@@ -129,6 +129,7 @@
 pub struct ReadmeDoctests;
 
 pub mod agent;
+mod call;
 pub mod card;
 mod code_mode;
 mod content;
@@ -149,6 +150,10 @@ mod text;
 mod violation;
 
 pub use agent::{AgentGone, AgentHandle, AgentRef, ContextSource, InjectedContext};
+pub use call::{
+    Arguments, CallArguments, ExecToken, ParsedArguments, Services, ToolCall, ToolExecution,
+    ToolResult,
+};
 pub use card::{ToolCallView, ToolResultView};
 pub use code_mode::{ToolCallError, typescript_declarations, typescript_type};
 pub use content::{ContentBlock, ToolResultRecord, content_text};
@@ -159,10 +164,7 @@ pub use definition::{
 pub use error::{
     FailureCode, PluginError, RegistrationError, RestrictError, ScopeError, ToolError, ToolFailure,
 };
-pub use exec::{
-    Arguments, CallArguments, ExecContext, ExecToken, ParsedArguments, Services, ToolCall,
-    ToolExecution, ToolResult,
-};
+pub use exec::ExecContext;
 pub use hooks::{
     Approval, ApprovalRequest, Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision,
     PreNext, Restriction,

@@ -1,15 +1,14 @@
 //! The execution pipeline (`docs/subsystems/tools.md`): materialise → pre-execute → guards → execute stage
 //! (wrappers, timeout, body) → cancellation → post-execute → finalize → observers.
 
+use crate::call::{
+    Arguments, CallArguments, CallSink, ExecToken, ParsedArguments, Services, ToolCall,
+    ToolExecution, ToolResult,
+};
 use crate::definition::{ArgsValidation, ToolDefinition, contain};
 use crate::error::{FailureCode, panic_message};
-use crate::exec::{
-    ApproverSlot, Arguments, CallArguments, CallSink, ExecContext, ExecToken, ParsedArguments,
-    Services, ToolCall, ToolExecution, ToolResult,
-};
-use crate::hooks::{
-    Approval, ApprovalRequest, Approver, ExecuteNext, PostAction, PreDecision, PreNext,
-};
+use crate::exec::{ApproverSlot, ExecContext};
+use crate::hooks::{ExecuteNext, PostAction, PreDecision, PreNext, ask};
 use crate::layers::CallHooks;
 use crate::registry::ToolRegistry;
 use crate::violation::Violation;
@@ -268,47 +267,6 @@ async fn pre_execute(execution: &Arc<ToolExecution>, hooks: &CallHooks) -> Optio
         PreDecision::Allow => None,
         PreDecision::Deny { reason } => Some(reason),
         PreDecision::Ask { reason } => ask(execution, hooks.approver.clone(), reason).await,
-    }
-}
-
-/// Asks `approver` about `execution`; `Some(reason)` denies. Also reached from a body through
-/// [`ExecContext::request_approval`](crate::ExecContext::request_approval).
-pub(crate) async fn ask(
-    execution: &Arc<ToolExecution>,
-    approver: Option<Arc<dyn Approver>>,
-    reason: Option<String>,
-) -> Option<String> {
-    let why = reason
-        .clone()
-        .unwrap_or_else(|| String::from("approval required"));
-    let Some(agent) = execution.agent.clone() else {
-        return Some(format!("{why}; the call has no agent to ask for approval"));
-    };
-    let Some(approver) = approver else {
-        return Some(format!("{why}; no approval service is available"));
-    };
-    let request = ApprovalRequest {
-        execution: Arc::clone(execution),
-        agent,
-        reason,
-        signal: execution.signal.clone(),
-    };
-    let answer = AssertUnwindSafe(async move { approver.approve(request).await }).catch_unwind();
-    let answer = tokio::select! {
-        answer = answer => answer,
-        () = execution.signal.cancelled() => Ok(Approval::Cancel),
-    };
-    match answer {
-        Ok(Approval::Grant) => None,
-        Ok(Approval::Refuse { reason }) => Some(match reason {
-            Some(reason) => format!("approval refused: {reason}"),
-            None => String::from("approval refused"),
-        }),
-        Ok(Approval::Cancel) => Some(String::from("approval was cancelled")),
-        Err(payload) => Some(format!(
-            "the approval service failed ({}); the call is denied",
-            panic_message(payload.as_ref())
-        )),
     }
 }
 

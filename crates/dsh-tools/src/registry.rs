@@ -1,11 +1,11 @@
 //! The tool registry: layers of registrations and hooks, one visibility resolver, and the
 //! execution pipeline's entry points.
 
+use crate::call::Services;
 use crate::card::{ToolCallView, ToolResultView};
 use crate::content::ToolResultRecord;
 use crate::definition::{Tool, ToolDefinition, ToolSchema};
 use crate::error::{RegistrationError, ScopeError};
-use crate::exec::Services;
 use crate::layers::{Layer, LayerKey, RegistryConfig, RegistryInner};
 use crate::scope::Scope;
 use serde_json::Value;

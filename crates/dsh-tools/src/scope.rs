@@ -7,9 +7,9 @@
 //! disposes the old scope and applies the new plugin, so the tool set and hooks are exactly the
 //! new plugin's; calls already running keep the definition they started with.
 
+use crate::call::{ToolExecution, ToolResult};
 use crate::definition::{Tool, ToolDefinition};
 use crate::error::{PluginError, RegistrationError, RestrictError, ScopeError, panic_message};
-use crate::exec::{ToolExecution, ToolResult};
 use crate::hooks::{
     Approver, ExecuteNext, ExecuteStage, PostDecision, PreDecision, PreNext, Restriction,
 };

@@ -3,7 +3,7 @@
 
 use super::raw::{self, Root};
 use super::{ValueSchema, Violation, validate};
-use crate::exec::ParsedArguments;
+use crate::call::ParsedArguments;
 use crate::json::{JsonValue, pointer_push};
 use serde_json::Value;
 use std::fmt;
