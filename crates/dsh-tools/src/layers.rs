@@ -188,7 +188,7 @@ pub enum ToolsChangeKind {
 /// The default of [`RegistryConfig::max_argument_bytes`]: 1 MiB.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
-/// The limits of a [`ToolRegistry`].
+/// The limits of a [`ToolRegistry`](crate::ToolRegistry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RegistryConfig {

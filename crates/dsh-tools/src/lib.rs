@@ -29,6 +29,34 @@
 //! (`agent-loop`) or spawn processes (`tool-bash`); the only workspace crate it depends on is
 //! its own macro crate, `dsh-tools-macros`.
 //!
+//! # Modules
+//!
+//! Public modules are linked; the private ones are named with their files, and what they
+//! define is re-exported at the crate root. From the bottom up:
+//!
+//! - `json/` ([`json`]): lossless JSON values (`mod.rs`), numbers compared by value
+//!   (`number.rs`) and typed deserialisation with located failures (`typed.rs`);
+//! - `violation.rs`: [`Violation`], a problem at a JSON pointer, shared by `json` and `schema`;
+//! - `schema/` ([`schema`]): the value-schema subset (`mod.rs`), its validator (`validate.rs`),
+//!   the `schemars` normaliser (`normalize.rs`) and field order (`order.rs`), raw JSON Schema
+//!   acceptance (`raw.rs`), the strict projection (`strict.rs`) and compiled schemas of any
+//!   JSON Schema (`compiled.rs`);
+//! - `content.rs`, `text.rs`, [`card`], [`agent`]: content blocks and durable records, UTF-8
+//!   bounds, the card vocabulary, and the agent seam a tool sees;
+//! - `error.rs` and `runtime/` ([`runtime`], with the driver type in `driver.rs`): errors and
+//!   failure codes, and the Tokio driver checks;
+//! - `call.rs`: one call's data ([`ToolCall`], [`ToolExecution`], [`Services`], [`ToolResult`]);
+//! - [`hooks`]: the policy hooks and the approval service;
+//! - `exec.rs`: the body's [`ExecContext`];
+//! - `definition.rs`: the [`Tool`] trait, [`ToolDefinition`] and its builder;
+//! - `layers.rs`: the registry's layers (global and per agent), the visibility resolver, the
+//!   hook snapshot of a call and `tools/change`, beneath both the registry and its scopes;
+//! - `scope.rs`: [`Scope`], [`Disposer`] and [`Plugin`];
+//! - `registry.rs`: [`ToolRegistry`]; `pipeline.rs`: its execution pipeline; `code_mode.rs`:
+//!   Code Mode;
+//! - [`jobs`]: the background-job runtime;
+//! - [`prelude`]: what defining and calling a tool needs, in one import.
+//!
 //! # Example
 //!
 //! An echo tool with the [`#[tool]`](macro@tool) macro: the doc comment is the description, the

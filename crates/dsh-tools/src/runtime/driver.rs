@@ -46,7 +46,7 @@ impl RuntimeDriver {
     }
 }
 
-/// The message of [`ToolError::MissingRuntimeDrivers`].
+/// The message of [`ToolError::MissingRuntimeDrivers`](crate::ToolError::MissingRuntimeDrivers).
 pub(crate) fn missing_drivers_message(missing: &[RuntimeDriver]) -> String {
     let labels: Vec<&str> = missing.iter().map(|d| d.label()).collect();
     let calls: Vec<String> = missing
