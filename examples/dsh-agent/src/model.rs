@@ -1,0 +1,190 @@
+//! The model of a session: a provider (`--model`, `DSH_MODEL`), a script (`--script`) or the
+//! embedded demo; the system prompt; and, for `chat`, an adapter that echoes the streamed text.
+
+use crate::cli::RunOptions;
+use crate::render::Style;
+use crate::{DEMO, Failure, MODEL_VARIABLE, output, render};
+use agent_loop::ModelAdapter;
+use dsh_tools::ToolRegistry;
+use mock_adapter::MockAdapter;
+use openai_adapter::{AdapterConfig, OpenAiAdapter};
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) fn load_script(options: &RunOptions) -> Result<MockAdapter, Failure> {
+    let text = match options.script.as_deref() {
+        None => DEMO.to_owned(),
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| Failure::new(2, format!("cannot read the script from stdin: {e}")))?;
+            text
+        }
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(2, format!("cannot read the script {path}: {e}")))?,
+    };
+    let source = options.script.as_deref().unwrap_or("the demo script");
+    MockAdapter::from_json(&text).map_err(|e| Failure::new(2, format!("{source}: {e}")))
+}
+
+/// The model a run talks to.
+pub(crate) enum Model {
+    /// A script (the demo without `--script`), checked for steps left over at the end.
+    Scripted(MockAdapter),
+    /// A provider through the OpenAI-compatible adapter.
+    Remote(OpenAiAdapter),
+}
+
+impl Model {
+    pub(crate) fn adapter(&self) -> Arc<dyn ModelAdapter> {
+        match self {
+            Model::Scripted(script) => Arc::new(script.clone()),
+            Model::Remote(adapter) => Arc::new(adapter.clone()),
+        }
+    }
+}
+
+/// `--model`, else `DSH_MODEL` unless a script was asked for; a model's endpoint options
+/// without a model are a mistake worth saying.
+pub(crate) fn select_model(options: &RunOptions) -> Result<Model, Failure> {
+    let from_env = std::env::var(MODEL_VARIABLE)
+        .ok()
+        .filter(|spec| !spec.trim().is_empty() && options.script.is_none());
+    let Some(spec) = options.model.clone().or(from_env) else {
+        for (given, flag) in [
+            (options.base_url.is_some(), "--base-url"),
+            (options.api_key_env.is_some(), "--api-key-env"),
+            (options.no_stream, "--no-stream"),
+        ] {
+            if given {
+                return Err(Failure::new(
+                    2,
+                    format!("{flag} needs a model (--model PROVIDER:MODEL or {MODEL_VARIABLE})"),
+                ));
+            }
+        }
+        return load_script(options).map(Model::Scripted);
+    };
+    let config = AdapterConfig::from_spec(
+        spec.trim(),
+        options.base_url.as_deref(),
+        options.api_key_env.as_deref(),
+    )
+    .map_err(|e| Failure::new(2, e.to_string()))?
+    .streaming(!options.no_stream);
+    OpenAiAdapter::new(config)
+        .map(Model::Remote)
+        .map_err(|e| Failure::new(1, e.to_string()))
+}
+
+/// The system prompt of a model run: `--system FILE`, or one that names the tools, the working
+/// directory and the operating system. A script ignores it.
+pub(crate) fn system_prompt(
+    options: &RunOptions,
+    registry: &ToolRegistry,
+    cwd: &Path,
+) -> Result<String, Failure> {
+    if let Some(path) = &options.system {
+        return std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(2, format!("cannot read the system prompt {path}: {e}")));
+    }
+    let tools = registry
+        .schemas(None)
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(default_system_prompt(&tools, cwd))
+}
+
+pub(crate) fn default_system_prompt(tools: &str, cwd: &Path) -> String {
+    format!(
+        "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+         Tools: {tools}. Run shell commands with bash; long-running commands can run in the \
+         background, and the job tools list, read and stop them.\n\
+         Working directory: {cwd}\n\
+         Operating system: {os} ({arch})\n\
+         Prefer reading before changing; say plainly what you did and what you found.",
+        cwd = cwd.display(),
+        os = std::env::consts::OS,
+        arch = std::env::consts::ARCH,
+    )
+}
+
+/// A model adapter that also writes text and reasoning to stdout as they stream, for `chat`,
+/// where the assistant's message is then not printed again.
+pub(crate) struct Echo {
+    pub(crate) inner: Arc<dyn ModelAdapter>,
+    pub(crate) style: Style,
+}
+
+impl ModelAdapter for Echo {
+    fn stream(
+        &self,
+        request: agent_loop::ModelRequest,
+        signal: CancellationToken,
+    ) -> agent_loop::ModelStream {
+        use futures::StreamExt;
+        let style = self.style;
+        // What was last written: the label goes out once per run of the same kind.
+        let mut last: Option<bool> = None;
+        Box::pin(self.inner.stream(request, signal).map(move |item| {
+            let (reasoning, delta) = match &item {
+                Ok(agent_loop::ModelEvent::ReasoningDelta(d)) => (true, d.as_str()),
+                Ok(agent_loop::ModelEvent::TextDelta(d)) => (false, d.as_str()),
+                Ok(agent_loop::ModelEvent::Finish { .. }) | Err(_) if last.is_some() => {
+                    last = None;
+                    let _ = output::text("\n");
+                    return item;
+                }
+                _ => return item,
+            };
+            if last != Some(reasoning) {
+                let label = if reasoning {
+                    render::thinking_label(style)
+                } else {
+                    render::agent_label(style)
+                };
+                let gap = if last.is_some() { "\n" } else { "" };
+                let _ = output::text(&format!("{gap}{label} "));
+                last = Some(reasoning);
+            }
+            let _ = output::text(&presenters::escape_controls(delta));
+            item
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::registry;
+
+    #[test]
+    fn the_default_system_prompt_names_the_tools_the_directory_and_the_system() {
+        let (registry, _) = registry(true);
+        let tools = registry
+            .schemas(None)
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect::<Vec<_>>();
+        assert_eq!(tools, ["bash", "job_kill", "job_list", "job_output"]);
+        assert_eq!(
+            default_system_prompt(&tools.join(", "), Path::new("/work/project")),
+            format!(
+                "You are dsh-agent, an agent that works on the user's machine through tools.\n\
+                 Tools: bash, job_kill, job_list, job_output. Run shell commands with \
+                 bash; long-running commands can run in the background, and the job tools list, \
+                 read and stop them.\n\
+                 Working directory: /work/project\n\
+                 Operating system: {} ({})\n\
+                 Prefer reading before changing; say plainly what you did and what you found.",
+                std::env::consts::OS,
+                std::env::consts::ARCH
+            )
+        );
+    }
+}
