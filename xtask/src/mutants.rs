@@ -51,9 +51,14 @@ pub(crate) const CRITICAL: &[Critical] = &[
         holds: "the order of the execution stages",
     },
     Critical {
-        file: "crates/agent-loop/src/agent.rs",
+        file: "crates/agent-loop/src/agent/mod.rs",
         package: "agent-loop",
         holds: "the agent loop's notice drain",
+    },
+    Critical {
+        file: "crates/agent-loop/src/agent/state.rs",
+        package: "agent-loop",
+        holds: "the inbox and the release of a turn",
     },
 ];
 
