@@ -82,6 +82,21 @@ pub fn logging_tool(
     })
 }
 
+/// The tool messages of a history: call id, content text and whether it is an error.
+pub fn tool_messages(messages: &[Message]) -> Vec<(String, String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                call_id,
+                content,
+                is_error,
+            } => Some((call_id.clone(), dsh_tools::content_text(content), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Checks the pairing invariant on one request's messages: every assistant tool call is
 /// answered by exactly one tool message before the next assistant message, and no tool
 /// message answers an unknown call.
