@@ -1,5 +1,11 @@
 //! Workspace automation: `cargo xtask <command>`. The commands and their options are listed
 //! once, in [`USAGE`] (`cargo xtask help` prints it).
+//!
+//! The modules: `drift` (`drift-check`) with `generate` (the generated doc regions), `vendor`
+//! (`vendor-docs`), `snapshots` (`snapshots`), `mutants` (`mutants`), and two test-only
+//! modules that check the workspace against `cargo metadata`: `architecture` (dependency
+//! direction, purity, features, test support) and `publishing` (what a published crate
+//! carries).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 

@@ -10,7 +10,8 @@
 //!   Schema, returns its arguments unchanged);
 //! - [`tool`]: a raw tool of any body, for tests that only need something to call.
 //!
-//! Helpers that only one test suite uses stay in that suite's `tests/support/`.
+//! Helpers that only one test suite uses stay in that suite's `tests/support/`. The modules:
+//! `agent` holds [`RecordingAgent`], `tools` the tools.
 
 // A fixture that cannot be built is a broken test, and a panic says so where it happens.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
