@@ -340,6 +340,12 @@ impl LocalExecutor {
         }
     }
 
+    /// How this executor confines its commands, if it does.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn confinement(&self) -> Option<&Confinement> {
+        self.confinement.as_deref()
+    }
+
     /// This executor without its confinement, for a call approved to leave the sandbox. It
     /// shares the slots, the spill directory and its budget, and the orphan guard: a command
     /// that left the sandbox still counts against the one limit of commands at once.
@@ -398,25 +404,12 @@ impl LocalExecutor {
         }
         launch.landlock = confinement.landlock.clone();
         if let Some(wrapper) = &confinement.wrapper {
-            let mut args = wrapper.head.clone();
-            // What the command must see that the wrapper would hide: its working directory, and
-            // the spill directory, whose files the results name for the model to read.
+            // The spill directory must stay visible: the results name its files for the model
+            // to read.
             let spill = self.spill.dir.get().map(SpillPlace::path);
-            for place in std::iter::once(spec.workdir.as_path()).chain(spill) {
-                if (wrapper.hidden)(place) {
-                    args.extend(["--ro-bind".into(), place.into(), place.into()]);
-                }
-            }
-            args.extend(wrapper.tail.iter().cloned());
-            args.extend([
-                "--chdir".into(),
-                spec.workdir.clone().into_os_string(),
-                "--".into(),
-                launch.program.into_os_string(),
-            ]);
-            args.append(&mut launch.args);
-            launch.program = wrapper.program.clone();
-            launch.args = args;
+            let args = std::mem::take(&mut launch.args);
+            (launch.program, launch.args) =
+                wrapper.wrap(launch.program.as_os_str(), args, &spec.workdir, spill);
         }
         launch
     }

@@ -47,6 +47,57 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// A program that is not a shell command, to start under a sandboxed executor's confinement
+/// ([`SandboxedExecutor::command`]): a stdio MCP server, a helper the host runs for the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfinedProgram {
+    /// The program, found on `PATH` (the one in `env`) when it has no slash.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Its working directory.
+    pub workdir: PathBuf,
+    /// Its whole environment: nothing of the host's is inherited.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl ConfinedProgram {
+    /// `program` with no arguments and an empty environment, in `workdir`.
+    pub fn new(program: impl Into<OsString>, workdir: impl Into<PathBuf>) -> ConfinedProgram {
+        ConfinedProgram {
+            program: program.into(),
+            args: Vec::new(),
+            workdir: workdir.into(),
+            env: Vec::new(),
+        }
+    }
+
+    /// With `args`.
+    pub fn with_args<I, A>(mut self, args: I) -> ConfinedProgram
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With `env` as its environment.
+    pub fn with_env<I, N, V>(mut self, env: I) -> ConfinedProgram
+    where
+        I: IntoIterator<Item = (N, V)>,
+        N: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.env = env
+            .into_iter()
+            .map(|(name, value)| (name.into(), value.into()))
+            .collect();
+        self
+    }
+}
+
 /// What a sandboxed command may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -453,6 +504,40 @@ impl SandboxedExecutor {
         &self.report
     }
 
+    /// A command that starts `program` confined as this executor's shell commands are: the
+    /// same writable places, private temporary directory (`TMPDIR`) and network rule, on the
+    /// same backend, with `no_new_privs`. It is how a host confines the other programs it
+    /// starts for the model, such as stdio MCP servers. The command's environment is exactly
+    /// `program.env` (plus `TMPDIR` when confined), and its working directory
+    /// `program.workdir`; the caller adds its standard streams, process group and the like.
+    /// Without confinement (mode `full-access`, or best effort with nothing to enforce with)
+    /// it is a plain command.
+    pub fn command(&self, program: &ConfinedProgram) -> std::process::Command {
+        let confinement = self.confined.confinement();
+        let (launcher, args) = match confinement.and_then(|c| c.wrapper.as_ref()) {
+            Some(wrapper) => wrapper.wrap(
+                &program.program,
+                program.args.clone(),
+                &program.workdir,
+                None,
+            ),
+            None => (PathBuf::from(&program.program), program.args.clone()),
+        };
+        let mut command = std::process::Command::new(launcher);
+        command
+            .args(args)
+            .env_clear()
+            .envs(program.env.iter().map(|(name, value)| (name, value)))
+            .current_dir(&program.workdir);
+        if let Some(confinement) = confinement {
+            command.envs(confinement.env.iter().map(|(name, value)| (name, value)));
+            if let Some(ruleset) = &confinement.landlock {
+                crate::supervisor::restrict_at_exec(&mut command, Arc::clone(ruleset));
+            }
+        }
+        command
+    }
+
     /// A note for a result that looks like a denial by the sandbox: a non-zero exit with an
     /// error on stderr that the backend reports when it refuses (see [`denial_signs`]).
     fn denial_note(&self, result: &ShellRunResult) -> Option<String> {
@@ -620,6 +705,36 @@ fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper 
         hidden: Box::new(move |place: &Path| {
             place.starts_with("/tmp") && !roots.iter().any(|root| place.starts_with(root))
         }),
+    }
+}
+
+impl Wrapper {
+    /// The wrapper's command line for `program ARGS…` in `workdir`: `(wrapper, HEAD…
+    /// [--ro-bind P P]… TAIL… --chdir workdir -- program ARGS…)`. The working directory and
+    /// `visible` (the spill directory) are bound read-only first where the wrapper would hide
+    /// them.
+    pub(crate) fn wrap<'a>(
+        &self,
+        program: &std::ffi::OsStr,
+        mut args: Vec<OsString>,
+        workdir: &'a Path,
+        visible: Option<&'a Path>,
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut line = self.head.clone();
+        for place in std::iter::once(workdir).chain(visible) {
+            if (self.hidden)(place) {
+                line.extend(["--ro-bind".into(), place.into(), place.into()]);
+            }
+        }
+        line.extend(self.tail.iter().cloned());
+        line.extend([
+            "--chdir".into(),
+            workdir.into(),
+            "--".into(),
+            program.to_owned(),
+        ]);
+        line.append(&mut args);
+        (self.program.clone(), line)
     }
 }
 

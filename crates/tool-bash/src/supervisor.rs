@@ -765,6 +765,33 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
 }
 
+/// Makes every child `command` starts set `no_new_privs` and enforce the Landlock `ruleset` on
+/// itself just before its `execve`, as the shell-to-be does: a program that is not a shell
+/// command (a stdio MCP server) confined like one. A failure of either call fails the spawn, so
+/// the program never runs unconfined. The ruleset's descriptor sits above 0–2
+/// ([`above_stdio`]), where the child's standard streams cannot replace it, and is
+/// close-on-exec, so the program does not inherit it.
+pub(crate) fn restrict_at_exec(
+    command: &mut std::process::Command,
+    ruleset: std::sync::Arc<OwnedFd>,
+) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child between `fork` and `execve`. It makes two raw
+    // system calls, which are async-signal-safe, and builds its error from `errno` without
+    // allocating; it takes no lock. The descriptor stays open for as long as `command` can
+    // spawn, because the hook owns the `Arc` that holds it.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
 /// end stays blocking: the two ends are separate open files). One `fcntl` where the runtime's
 /// checked conversion takes three: the end is known to be a pipe, and its only status flag is

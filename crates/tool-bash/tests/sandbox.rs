@@ -20,8 +20,8 @@ use std::time::Duration;
 use tool_bash::BashPlugin;
 use tool_bash::local::LocalConfig;
 use tool_bash::sandbox::{
-    Capability, Enforcement, SandboxBackend, SandboxError, SandboxMode, SandboxPolicy,
-    SandboxProbe, SandboxReport, SandboxedExecutor, SystemProbe,
+    Capability, ConfinedProgram, Enforcement, SandboxBackend, SandboxError, SandboxMode,
+    SandboxPolicy, SandboxProbe, SandboxReport, SandboxedExecutor, SystemProbe,
 };
 use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResult, Stream};
 
@@ -330,6 +330,67 @@ async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) 
     }
 }
 
+/// A program that is not a shell command (a stdio MCP server) started through
+/// `SandboxedExecutor::command`: the same roots, private `TMPDIR`, network rule and
+/// `no_new_privs` as the shell's commands, checked from inside the program; its environment is
+/// exactly the one given, and it runs in the given directory.
+async fn a_program_started_through_the_sandbox_is_confined(backend: SandboxBackend) {
+    let dirs = Dirs::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let executor = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
+    let out = dirs.outside();
+    let script = format!(
+        "grep NoNewPrivs /proc/self/status
+         echo in > inside; echo \"inside=$?\"
+         echo x > '{out}/written' 2>/dev/null; echo \"outside=$?\"
+         echo t > \"$TMPDIR/t\"; echo \"tmp=$?\"
+         cat '{out}/readme'
+         (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; echo \"connect=$?\"
+         echo \"pwd=$(pwd) given=$GIVEN host=${{HOST_ONLY:-unset}}\"",
+        out = out.display()
+    );
+    let program = ConfinedProgram::new("bash", dirs.root())
+        .with_args(["-c", script.as_str()])
+        .with_env([
+            ("PATH", std::env::var_os("PATH").unwrap()),
+            ("GIVEN", "yes".into()),
+        ]);
+    let output = tokio::task::spawn_blocking(move || {
+        executor
+            .command(&program)
+            .env_remove("IGNORED")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        ),
+        (
+            Some(0),
+            format!(
+                "NoNewPrivs:\t1\ninside=0\noutside=1\ntmp=0\nreadable\nconnect=1\n\
+                 pwd={} given=yes host=unset\n",
+                dirs.root().display()
+            )
+        ),
+        "{backend}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !out.join("written").exists(),
+        "{backend}: the write went through"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirs.root().join("inside")).unwrap(),
+        "in\n"
+    );
+}
+
 async fn table(backend: SandboxBackend) {
     writes_outside_the_roots_are_denied_and_inside_allowed(backend).await;
     reads_work(backend).await;
@@ -337,6 +398,7 @@ async fn table(backend: SandboxBackend) {
     the_confinement_survives_setuid_and_cannot_be_lifted(backend).await;
     background_jobs_are_confined(backend).await;
     failures_the_sandbox_cannot_cause_get_no_note(backend).await;
+    a_program_started_through_the_sandbox_is_confined(backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

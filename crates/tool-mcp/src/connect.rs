@@ -3,11 +3,13 @@
 
 use crate::config::{HttpServer, StdioServer};
 use futures::future::BoxFuture;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The variables a spawned server inherits from the host (patterns ending in `*` match a
@@ -118,50 +120,144 @@ impl Drop for ServerProcess {
     }
 }
 
+/// What a stdio server is started as: the program, its arguments, its working directory and
+/// its whole environment ([`INHERITED_VARS`] of the host's plus its configured `env`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerLaunch {
+    /// The program (`command`).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Its working directory; `None`: the host's.
+    pub cwd: Option<PathBuf>,
+    /// Its whole environment: nothing else of the host's is inherited.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl ServerLaunch {
+    /// The plain command: the program with its arguments, environment and working directory.
+    pub fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.program);
+        command
+            .args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        command
+    }
+}
+
+/// Turns a [`ServerLaunch`] into the command that starts the server: how a host confines its
+/// stdio servers (in a sandbox, say) or runs them some other way. The connector then pipes the
+/// command's stdin and stdout, sends its stderr where the host's goes, and gives it its own
+/// process group, killed on dispose. An error fails that start like a program that cannot be
+/// spawned.
+#[derive(Clone)]
+pub struct ServerLauncher(Arc<LaunchFn>);
+
+/// What a [`ServerLauncher`] calls.
+type LaunchFn = dyn Fn(&ServerLaunch) -> io::Result<std::process::Command> + Send + Sync;
+
+impl ServerLauncher {
+    /// A launcher that builds each server's command with `launch`.
+    pub fn new(
+        launch: impl Fn(&ServerLaunch) -> io::Result<std::process::Command> + Send + Sync + 'static,
+    ) -> ServerLauncher {
+        ServerLauncher(Arc::new(launch))
+    }
+}
+
+impl fmt::Debug for ServerLauncher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ServerLauncher(..)")
+    }
+}
+
+/// Two launchers are equal when they are the same one (clones of it).
+impl PartialEq for ServerLauncher {
+    fn eq(&self, other: &ServerLauncher) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ServerLauncher {}
+
 /// Spawns a stdio server with the shell executor's hygiene: its own process group, an
 /// environment of [`INHERITED_VARS`] plus its configured `env`, killed with its group on
-/// dispose.
+/// dispose; through a [`ServerLauncher`] when one is given.
 #[derive(Clone, Debug)]
 pub struct StdioConnector {
     server: StdioServer,
     base_dir: Option<PathBuf>,
+    launcher: Option<ServerLauncher>,
 }
 
 impl StdioConnector {
     /// A connector for `server`; a relative `cwd` is resolved against `base_dir`.
     pub fn new(server: StdioServer, base_dir: Option<PathBuf>) -> StdioConnector {
-        StdioConnector { server, base_dir }
+        StdioConnector {
+            server,
+            base_dir,
+            launcher: None,
+        }
     }
 
-    fn command(&self) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.server.command);
-        command
-            .args(&self.server.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // The server's diagnostics go where the host's go; the protocol is on stdout.
-            .stderr(Stdio::inherit())
-            .env_clear()
-            .kill_on_drop(true);
-        #[cfg(unix)]
-        command.process_group(0);
-        for (name, value) in std::env::vars_os() {
-            if let Some(name_text) = name.to_str()
-                && inherited(name_text)
-            {
-                command.env(&name, value);
-            }
-        }
-        command.envs(&self.server.env);
+    /// Starts the server with the command `launcher` builds.
+    pub fn with_launcher(mut self, launcher: ServerLauncher) -> StdioConnector {
+        self.launcher = Some(launcher);
+        self
+    }
+
+    /// What the server is started as.
+    pub fn launch(&self) -> ServerLaunch {
+        let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(name, _)| name.to_str().is_some_and(inherited))
+            .filter(|(name, _)| {
+                !self
+                    .server
+                    .env
+                    .keys()
+                    .any(|configured| OsStr::new(configured) == name)
+            })
+            .collect();
+        env.extend(
+            self.server
+                .env
+                .iter()
+                .map(|(name, value)| (name.into(), value.into())),
+        );
         let cwd = match (&self.server.cwd, &self.base_dir) {
             (Some(cwd), Some(base)) => Some(base.join(cwd)),
             (Some(cwd), None) => Some(cwd.clone()),
             (None, base) => base.clone(),
         };
-        if let Some(cwd) = cwd {
-            command.current_dir(cwd);
+        ServerLaunch {
+            program: self.server.command.clone().into(),
+            args: self.server.args.iter().map(OsString::from).collect(),
+            cwd,
+            env,
         }
+    }
+
+    fn command(&self) -> io::Result<tokio::process::Command> {
+        let launch = self.launch();
+        let command = match &self.launcher {
+            Some(launcher) => (launcher.0)(&launch)?,
+            None => launch.command(),
+        };
+        let mut command = tokio::process::Command::from(command);
         command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // The server's diagnostics go where the host's go; the protocol is on stdout.
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
+        Ok(command)
     }
 }
 
@@ -176,11 +272,11 @@ fn inherited(name: &str) -> bool {
 
 impl Connector for StdioConnector {
     fn connect(&self) -> BoxFuture<'static, io::Result<StreamConnection>> {
-        let mut command = self.command();
+        let command = self.command();
         let program = self.server.command.clone();
         Box::pin(async move {
             let mut child = command
-                .spawn()
+                .and_then(|mut command| command.spawn())
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot start `{program}`: {e}")))?;
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 return Err(io::Error::other("the server's stdio was not piped"));
@@ -217,5 +313,59 @@ mod tests {
         ] {
             assert_eq!(inherited(name), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn the_launch_is_the_allowlist_under_the_configured_env_in_the_resolved_cwd() {
+        let mut server = StdioServer::new("server", ["--flag"]);
+        server.env.insert("PATH".into(), "/configured".into());
+        server.env.insert("TOKEN".into(), "given".into());
+        server.cwd = Some(PathBuf::from("sub"));
+        let launch = StdioConnector::new(server, Some(PathBuf::from("/base"))).launch();
+        assert_eq!(launch.program, OsString::from("server"));
+        assert_eq!(launch.args, vec![OsString::from("--flag")]);
+        assert_eq!(launch.cwd, Some(PathBuf::from("/base/sub")));
+        let path: Vec<_> = launch
+            .env
+            .iter()
+            .filter(|(name, _)| name == "PATH")
+            .collect();
+        assert_eq!(path, vec![&("PATH".into(), "/configured".into())]);
+        assert!(launch.env.contains(&("TOKEN".into(), "given".into())));
+        assert!(
+            launch
+                .env
+                .iter()
+                .all(|(name, _)| name == "TOKEN" || inherited(name.to_str().unwrap())),
+            "{:?}",
+            launch.env
+        );
+    }
+
+    #[tokio::test]
+    async fn the_launcher_builds_the_command_and_its_error_fails_the_start() {
+        use tokio::io::AsyncReadExt;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&seen);
+        let launcher = ServerLauncher::new(move |launch: &ServerLaunch| {
+            recorded.lock().unwrap().push(launch.program.clone());
+            let mut command = std::process::Command::new("sh");
+            command.args(["-c", "printf launched"]);
+            Ok(command)
+        });
+        let connector = StdioConnector::new(StdioServer::new("server", ["a"]), None)
+            .with_launcher(launcher.clone());
+        let mut connection = connector.connect().await.unwrap();
+        let mut out = String::new();
+        connection.reader.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "launched");
+        assert_eq!(*seen.lock().unwrap(), vec![OsString::from("server")]);
+        assert_eq!(launcher.clone(), launcher);
+
+        let refusing = StdioConnector::new(StdioServer::new("server", ["a"]), None).with_launcher(
+            ServerLauncher::new(|_: &ServerLaunch| Err(io::Error::other("no sandbox today"))),
+        );
+        let error = refusing.connect().await.unwrap_err();
+        assert_eq!(error.to_string(), "cannot start `server`: no sandbox today");
     }
 }

@@ -60,7 +60,8 @@ mod servers;
 pub use bridge::{TOOL_PREFIX, content_value_schema, tool_name};
 pub use config::{CONFIG_FILE_NAME, ConfigError, HttpServer, McpConfig, ServerConfig, StdioServer};
 pub use connect::{
-    ByteReader, ByteWriter, Connector, INHERITED_VARS, StdioConnector, StreamConnection,
+    ByteReader, ByteWriter, Connector, INHERITED_VARS, ServerLaunch, ServerLauncher,
+    StdioConnector, StreamConnection,
 };
 pub use servers::{
     McpError, McpFailure, McpOptions, McpServers, RestartPolicy, ServerState, ServerStatus,

@@ -179,8 +179,9 @@ pub(crate) struct RunOptions {
     pub(crate) mcp_config: Vec<String>,
     /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
     /// directory), `workspace-write` (also the working directory) or `off`. In both confined
-    /// modes the network is denied. Default: `workspace-write` where this system supports it,
-    /// otherwise `off` with a warning. Recorded in `session/start`.
+    /// modes the network is denied. The stdio MCP servers start in the same sandbox. Default:
+    /// `workspace-write` where this system supports it, otherwise `off` with a warning.
+    /// Recorded in `session/start`.
     #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
     pub(crate) sandbox: Option<String>,
     /// How long to wait, once the session has ended, for background jobs still running

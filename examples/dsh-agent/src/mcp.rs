@@ -15,15 +15,17 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tool_mcp::{McpConfig, McpOptions, McpServers};
+use tool_mcp::{McpConfig, McpOptions, McpServers, ServerLauncher};
 
 /// Loads `.mcp.json` from the session's directory and each `--mcp-config FILE` (later files
 /// replace servers of the same name), and starts the servers; `None` when none is configured.
-/// A server that fails to start is said on stderr and retried in the background.
+/// Stdio servers start through `launcher` (the shell's sandbox) when there is one. A server
+/// that fails to start is said on stderr and retried in the background.
 pub(crate) async fn load_servers(
     registry: &ToolRegistry,
     cwd: &Path,
     files: &[String],
+    launcher: Option<ServerLauncher>,
 ) -> Result<Option<McpServers>> {
     let mut config = McpConfig::load_from_dir(cwd)?;
     for file in files {
@@ -34,6 +36,7 @@ pub(crate) async fn load_servers(
     }
     let mut options = McpOptions::default();
     options.base_dir = Some(cwd.to_owned());
+    options.launcher = launcher;
     let servers = McpServers::start(registry.global_scope(), &config, options)
         .await
         .context("starting the MCP servers")?;

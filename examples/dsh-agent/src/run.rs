@@ -144,7 +144,8 @@ pub(crate) async fn run(
             ),
         ));
     }
-    let (executor, sandbox) = shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())?;
+    let (executor, sandbox, launcher) =
+        shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())?;
     let (registry, jobs) = registry_with(!options.no_background, executor);
     if options.ask {
         let cards_on_terminal =
@@ -152,7 +153,7 @@ pub(crate) async fn run(
         approval::install(&registry, cards_on_terminal)
             .context("installing the --ask approvals")?;
     }
-    let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config)
+    let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config, launcher)
         .await
         .map_err(|e| Failure::new(2, format!("{e:#}")))?;
     let style = Style::detect();

@@ -14,14 +14,15 @@ pub(crate) fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
     registry_with(background, Arc::new(LocalExecutor::default()))
 }
 
-/// The bash tool's executor for `--sandbox`, and what `session/start` records of it. An
+/// The bash tool's executor for `--sandbox`, what `session/start` records of it, and what
+/// starts the stdio MCP servers inside the same sandbox (`None` with the sandbox off). An
 /// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
 /// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's).
 pub(crate) fn shell_executor(
     choice: Option<&str>,
     cwd: &Path,
     spill_dir: &Path,
-) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), Failure> {
+) -> Result<Sandboxed, Failure> {
     let mut config = LocalConfig::default();
     config.spill_dir = Some(spill_dir.to_path_buf());
     let off = |why: Option<String>| {
@@ -32,6 +33,7 @@ pub(crate) fn shell_executor(
         (
             Arc::new(LocalExecutor::new(config.clone())) as Arc<dyn ShellExecutor>,
             report,
+            None,
         )
     };
     let mode = match choice {
@@ -51,13 +53,17 @@ pub(crate) fn shell_executor(
     }
 }
 
-/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root.
+/// The shell's executor, its report for `session/start`, and the MCP servers' launcher.
+pub(crate) type Sandboxed = (
+    Arc<dyn ShellExecutor>,
+    serde_json::Value,
+    Option<tool_mcp::ServerLauncher>,
+);
+
+/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root, and a launcher
+/// that starts stdio MCP servers under the same confinement.
 #[cfg(target_os = "linux")]
-pub(crate) fn sandboxed(
-    mode: &str,
-    cwd: &Path,
-    config: LocalConfig,
-) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+pub(crate) fn sandboxed(mode: &str, cwd: &Path, config: LocalConfig) -> Result<Sandboxed, String> {
     use tool_bash::sandbox::{SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor};
     let mode = if mode == "read-only" {
         SandboxMode::ReadOnly
@@ -68,7 +74,19 @@ pub(crate) fn sandboxed(
     let executor = SandboxedExecutor::new(policy, SandboxBackend::Landlock, config)
         .map_err(|e| e.to_string())?;
     let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
-    Ok((Arc::new(executor), report))
+    let executor = Arc::new(executor);
+    let confining = Arc::clone(&executor);
+    let workdir = cwd.to_owned();
+    let launcher = tool_mcp::ServerLauncher::new(move |launch| {
+        let program = tool_bash::sandbox::ConfinedProgram::new(
+            launch.program.clone(),
+            launch.cwd.clone().unwrap_or_else(|| workdir.clone()),
+        )
+        .with_args(launch.args.clone())
+        .with_env(launch.env.clone());
+        Ok(confining.command(&program))
+    });
+    Ok((executor, report, Some(launcher)))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -76,7 +94,7 @@ pub(crate) fn sandboxed(
     _mode: &str,
     _cwd: &Path,
     _config: LocalConfig,
-) -> Result<(Arc<dyn ShellExecutor>, serde_json::Value), String> {
+) -> Result<Sandboxed, String> {
     Err(String::from("the shell sandbox needs Linux (Landlock)"))
 }
 

@@ -84,3 +84,62 @@ fn read_only_and_off_are_recorded_and_enforced() {
     assert!(!results[1].contains("Permission denied"), "{}", results[1]);
     assert!(written, "with the sandbox off the write goes through");
 }
+
+/// Runs a script in which a stdio MCP server from `.mcp.json` writes inside the session's
+/// directory and outside it, with `flags`. The server is `dsh-agent mcp` itself, whose own
+/// `bash` is not confined: a write outside fails only because the session started the server
+/// inside its sandbox. Returns the results' texts and whether the outside write went through.
+fn mcp_server_session(flags: &[&str]) -> (Vec<String>, bool) {
+    let workspace = support::scratch();
+    let outside = support::scratch();
+    let target = outside.path().join("outside");
+    let config = json!({"mcpServers": {"inner": {
+        "command": env!("CARGO_BIN_EXE_dsh-agent"),
+        "args": ["mcp"]
+    }}});
+    std::fs::write(workspace.path().join(".mcp.json"), config.to_string()).unwrap();
+    let call = |id: &str, command: String| {
+        json!({"toolCalls": [{"id": id, "name": "mcp__inner__bash",
+                              "arguments": {"command": command, "description": "Write"}}]})
+    };
+    let steps = json!([
+        call("c1", String::from("echo in > inside && cat inside")),
+        call("c2", format!("echo out > '{}'", target.display())),
+        text_step("Done."),
+    ]);
+    let script = write_script(workspace.path(), steps);
+    let mut args = vec![
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        workspace.path().to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let output = run(&args);
+    assert!(output.status.success(), "{output:?}");
+    let results = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| e.to_string())
+        .collect();
+    (results, target.exists())
+}
+
+#[test]
+fn stdio_mcp_servers_start_inside_the_sessions_sandbox() {
+    let (results, written) = mcp_server_session(&[]);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
+    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(!written, "the confined server wrote outside the workspace");
+
+    let (results, written) = mcp_server_session(&["--sandbox", "off"]);
+    assert!(!results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        written,
+        "with the sandbox off the server's write goes through"
+    );
+}

@@ -8,7 +8,7 @@ mod calls;
 mod supervision;
 
 use crate::config::{McpConfig, ServerConfig};
-use crate::connect::{Connector, Endpoint, StdioConnector};
+use crate::connect::{Connector, Endpoint, ServerLauncher, StdioConnector};
 use dsh_tools::{
     AgentRef, InjectedContext, Plugin, PluginError, PluginHandle, PreDecision, Scope, ScopeError,
     ToolDefinition, ToolError,
@@ -122,6 +122,8 @@ pub struct McpOptions {
     /// The directory relative `cwd`s of stdio servers are resolved against, and the default
     /// working directory of a server.
     pub base_dir: Option<PathBuf>,
+    /// What starts each stdio server (a sandbox's confinement); `None`: the plain command.
+    pub launcher: Option<ServerLauncher>,
 }
 
 impl Default for McpOptions {
@@ -133,6 +135,7 @@ impl Default for McpOptions {
             restart: RestartPolicy::default(),
             approve_destructive: true,
             base_dir: None,
+            launcher: None,
         }
     }
 }
@@ -308,10 +311,13 @@ impl McpServers {
         server: ServerConfig,
     ) -> Result<impl Future<Output = ()> + Send + 'static, McpError> {
         let endpoint = match server {
-            ServerConfig::Stdio(stdio) => Endpoint::Stream(Arc::new(StdioConnector::new(
-                stdio,
-                self.options.base_dir.clone(),
-            ))),
+            ServerConfig::Stdio(stdio) => {
+                let mut connector = StdioConnector::new(stdio, self.options.base_dir.clone());
+                if let Some(launcher) = &self.options.launcher {
+                    connector = connector.with_launcher(launcher.clone());
+                }
+                Endpoint::Stream(Arc::new(connector))
+            }
             ServerConfig::Http(http) => Endpoint::Http(http),
         };
         self.add_endpoint(name, endpoint)
