@@ -94,6 +94,15 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobStatus; 5] = [
+        JobStatus::Running,
+        JobStatus::Stopping,
+        JobStatus::Completed,
+        JobStatus::Killed,
+        JobStatus::Failed,
+    ];
+
     /// Whether the job has settled.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -310,10 +319,86 @@ pub struct JobSnapshot {
 impl JobSnapshot {
     /// `[status: completed, exit code: 0]`, or `[status: running]` without detail.
     pub fn status_line(&self) -> String {
-        match &self.detail {
-            Some(detail) => format!("[status: {}, {detail}]", self.status),
-            None => format!("[status: {}]", self.status),
+        status_line(self.status, self.detail.as_deref())
+    }
+}
+
+/// The model-facing projection of a job ([`JobSnapshot`] without its ownership bookkeeping):
+/// what the job-control tools put in their values, and whose schema they publish.
+///
+/// Any producer's job has this shape, so a tool that reports on jobs can derive its output
+/// schema from this type instead of spelling it by hand.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = without_descriptions)]
+#[non_exhaustive]
+pub struct PublicJobSnapshot {
+    /// The id.
+    #[schemars(with = "String")]
+    pub id: JobId,
+    /// The producer kind.
+    pub kind: String,
+    /// The one-line label.
+    pub label: String,
+    /// The lifecycle state.
+    #[schemars(schema_with = "status_schema")]
+    pub status: JobStatus,
+    /// Kind-specific detail (`exit code: 0`); absent, never `null`, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub detail: Option<String>,
+    /// When it was registered (Unix epoch milliseconds).
+    #[schemars(with = "i64")]
+    pub started_at: u64,
+    /// When it settled (Unix epoch milliseconds); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64")]
+    pub finished_at: Option<u64>,
+}
+
+/// The schema of a status in a [`PublicJobSnapshot`]: a string of [`JobStatus::ALL`]'s
+/// spellings, without the per-state prose the doc comments would add.
+fn status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+    schemars::json_schema!({"type": "string", "enum": names})
+}
+
+/// Removes the descriptions `schemars` takes from doc comments: a tool's value schema is the
+/// shape alone, and these docs stay Rust documentation.
+fn without_descriptions(schema: &mut schemars::Schema) {
+    use schemars::transform::Transform;
+    schemars::transform::RecursiveTransform(|schema: &mut schemars::Schema| {
+        schema.remove("description");
+    })
+    .transform(schema);
+}
+
+impl PublicJobSnapshot {
+    /// `[status: completed, exit code: 0]`, or `[status: running]` without detail.
+    pub fn status_line(&self) -> String {
+        status_line(self.status, self.detail.as_deref())
+    }
+}
+
+impl From<&JobSnapshot> for PublicJobSnapshot {
+    fn from(snapshot: &JobSnapshot) -> PublicJobSnapshot {
+        PublicJobSnapshot {
+            id: snapshot.id.clone(),
+            kind: snapshot.kind.clone(),
+            label: snapshot.label.clone(),
+            status: snapshot.status,
+            detail: snapshot.detail.clone(),
+            started_at: snapshot.started_at,
+            finished_at: snapshot.finished_at,
         }
+    }
+}
+
+/// The status line of a job, spelled once for [`JobSnapshot`] and [`PublicJobSnapshot`].
+fn status_line(status: JobStatus, detail: Option<&str>) -> String {
+    match detail {
+        Some(detail) => format!("[status: {status}, {detail}]"),
+        None => format!("[status: {status}]"),
     }
 }
 

@@ -134,6 +134,12 @@ pub fn skipped_note(skipped_bytes: u64, stream: &str, full_copy: Option<&str>) -
     format!("[{skipped_bytes} earlier bytes of {stream} were skipped; {source}]")
 }
 
+/// A note the executor adds for the model after the output (a sandbox naming its policy):
+/// `[<note>]`, on its own line.
+pub fn executor_note(note: &str) -> String {
+    format!("[{note}]")
+}
+
 /// The model text of a background start: `started background job <id>`.
 pub fn background_started(job_id: &str) -> String {
     format!("{BACKGROUND_STARTED}{job_id}")

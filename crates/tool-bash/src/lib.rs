@@ -93,6 +93,7 @@ mod supervisor;
 #[path = "supervisor_portable.rs"]
 mod supervisor;
 pub mod tool;
+pub mod value;
 
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
@@ -106,4 +107,7 @@ pub use sandbox::{
     SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxReport, SandboxedExecutor,
 };
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
-pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};
+pub use tool::{
+    BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash, render_bash_output,
+};
+pub use value::{BackgroundStart, BashOutput, ForegroundRun, StreamOutput};

@@ -1,11 +1,10 @@
 //! The model-facing tools: `bash`, and the generic job controls `job_output`, `job_list` and
 //! `job_kill`, each as a plugin.
 
-use crate::shell::{
-    ManagedEnv, ProcessStatus, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, Stream,
-};
+use crate::shell::{ManagedEnv, ProcessStatus, ShellExecutor, ShellProcess, ShellRequest, Stream};
+use crate::value::{BackgroundStart, BashOutput, ForegroundRun, StreamOutput};
 use dsh_tools::jobs::{
-    JobEnd, JobHooks, JobOutcome, JobRuntime, JobSnapshot, JobStart, KillOutcome,
+    JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, KillOutcome, PublicJobSnapshot,
 };
 use dsh_tools::runtime::RuntimeDriver;
 use dsh_tools::{
@@ -13,8 +12,9 @@ use dsh_tools::{
     ToolDefinition, ToolError, ToolOutput, ValueSchema, validate,
 };
 use presenters::markers::{self, ExitOutcome, Truncation};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -145,35 +145,10 @@ pub fn bash_parameters(background: bool) -> ValueSchema {
     schema
 }
 
-fn stream_schema() -> ValueSchema {
-    ValueSchema::closed_object()
-        .required("text", ValueSchema::string())
-        .required("truncated", ValueSchema::boolean())
-        .required("totalBytes", ValueSchema::integer())
-        .required("shownBytes", ValueSchema::integer())
-        .property("spillPath", ValueSchema::string())
-        .property("spillLimitBytes", ValueSchema::integer())
-        .property("spillError", ValueSchema::string())
-}
-
-/// The canonical value's schema: a background handle, or a foreground outcome.
-pub(crate) fn bash_output_schema() -> ValueSchema {
-    ValueSchema::one_of([
-        ValueSchema::closed_object()
-            .required("kind", ValueSchema::string().constant("background"))
-            .required("jobId", ValueSchema::string()),
-        ValueSchema::closed_object()
-            .required("kind", ValueSchema::string().constant("foreground"))
-            .required("exitCode", ValueSchema::nullable(ValueSchema::integer()))
-            .required("signal", ValueSchema::nullable(ValueSchema::string()))
-            .required("timedOut", ValueSchema::boolean())
-            .required("aborted", ValueSchema::boolean())
-            .required("timeoutMs", ValueSchema::integer())
-            .required("durationMs", ValueSchema::integer())
-            .required("stdout", stream_schema())
-            .required("stderr", stream_schema())
-            .property("notes", ValueSchema::array(ValueSchema::string())),
-    ])
+/// The canonical value's schema, generated from [`BashOutput`]: a background handle, or a
+/// foreground outcome.
+pub(crate) fn bash_output_schema() -> Result<ValueSchema, dsh_tools::SchemaError> {
+    BashOutput::schema()
 }
 
 #[derive(Deserialize)]
@@ -246,51 +221,14 @@ fn parse_bash_args(
     Ok(args)
 }
 
-fn stream_value(collected: &crate::shell::Collected) -> Value {
-    let mut stream = json!({
-        "text": collected.text,
-        "truncated": collected.truncated,
-        "totalBytes": collected.total_bytes,
-        "shownBytes": collected.shown_bytes,
-    });
-    if let Some(path) = &collected.spill_path {
-        stream["spillPath"] = json!(path.display().to_string());
-    }
-    if let Some(limit) = collected.spill_limit_bytes {
-        stream["spillLimitBytes"] = json!(limit);
-    }
-    if let Some(error) = &collected.spill_error {
-        stream["spillError"] = json!(error);
-    }
-    stream
-}
-
-fn foreground_value(result: &ShellRunResult) -> Value {
-    let mut value = json!({
-        "kind": "foreground",
-        "exitCode": result.exit_code,
-        "signal": result.signal,
-        "timedOut": result.timed_out,
-        "aborted": result.aborted,
-        "timeoutMs": result.timeout.as_millis() as u64,
-        "durationMs": result.duration.as_millis() as u64,
-        "stdout": stream_value(&result.stdout),
-        "stderr": stream_value(&result.stderr),
-    });
-    if !result.notes.is_empty() {
-        value["notes"] = json!(result.notes);
-    }
-    value
-}
-
-fn truncation(stream: &Value) -> Option<Truncation> {
-    if stream["truncated"] != json!(true) {
+fn truncation(stream: &StreamOutput) -> Option<Truncation> {
+    if !stream.truncated {
         return None;
     }
     // Where the complete stream is, or, said in so many words, why it is not.
-    let why = stream["spillError"].as_str();
-    let path = match (stream["spillPath"].as_str(), why) {
-        (Some(path), _) => Some(match (stream["spillLimitBytes"].as_u64(), why) {
+    let why = stream.spill_error.as_deref();
+    let path = match (stream.spill_path.as_deref(), why) {
+        (Some(path), _) => Some(match (stream.spill_limit_bytes, why) {
             (Some(limit), Some(why)) => {
                 format!("{path} (only its first {limit} bytes were kept: {why})")
             }
@@ -301,43 +239,59 @@ fn truncation(stream: &Value) -> Option<Truncation> {
         (None, None) => None,
     };
     Some(Truncation {
-        shown_bytes: stream["shownBytes"].as_u64().unwrap_or(0),
-        total_bytes: stream["totalBytes"].as_u64().unwrap_or(0),
+        shown_bytes: stream.shown_bytes,
+        total_bytes: stream.total_bytes,
         spill_path: path,
     })
 }
 
 /// The model-facing text of a `bash` value (the marker contract of `presenters::markers`).
-pub fn render_bash(value: &Value) -> String {
-    if value["kind"] == json!("background") {
-        return markers::background_started(value["jobId"].as_str().unwrap_or_default());
-    }
-    let truncations: Vec<Truncation> = [&value["stdout"], &value["stderr"]]
+pub fn render_bash_output(value: &BashOutput) -> String {
+    let run = match value {
+        BashOutput::Background(start) => return markers::background_started(&start.job_id),
+        BashOutput::Foreground(run) => run,
+    };
+    let truncations: Vec<Truncation> = [&run.stdout, &run.stderr]
         .into_iter()
         .filter_map(truncation)
         .collect();
-    let outcome = match value["signal"].as_str() {
-        Some(signal) => ExitOutcome::killed(signal),
+    let outcome = match &run.signal {
+        Some(signal) => ExitOutcome::killed(signal.clone()),
         None => ExitOutcome {
-            exit_code: value["exitCode"].as_i64(),
+            exit_code: run.exit_code,
             signal: None,
         },
     };
     let mut text = markers::render_shell_output(
-        value["stdout"]["text"].as_str().unwrap_or_default(),
-        value["stderr"]["text"].as_str().unwrap_or_default(),
+        &run.stdout.text,
+        &run.stderr.text,
         &truncations,
-        (value["timedOut"] == json!(true)).then(|| value["timeoutMs"].as_u64().unwrap_or(0)),
+        run.timed_out.then_some(run.timeout_ms),
         &outcome,
     );
     // The executor's notes (a sandbox naming the policy that may have denied something) come
     // last, each in its own bracketed line.
-    for note in value["notes"].as_array().into_iter().flatten() {
-        if let Some(note) = note.as_str() {
-            text.push_str(&format!("\n[{note}]"));
-        }
+    for note in &run.notes {
+        text.push('\n');
+        text.push_str(&markers::executor_note(note));
     }
     text
+}
+
+/// The model-facing text of a `bash` value given as JSON (a value read back from a log, or
+/// rewritten by a hook): [`render_bash_output`] when it is a [`BashOutput`], and otherwise the
+/// value's compact JSON, so nothing the value holds is hidden from the model.
+pub fn render_bash(value: &Value) -> String {
+    match dsh_tools::json::from_value::<BashOutput>(value) {
+        Ok(output) => render_bash_output(&output),
+        Err(_) => value.to_string(),
+    }
+}
+
+/// The canonical value as JSON, for the builder body.
+fn value(output: impl serde::Serialize) -> Result<Value, ToolError> {
+    serde_json::to_value(output)
+        .map_err(|e| ToolError::failed(format!("output could not be serialised: {e}")))
 }
 
 /// Room kept in each background read for the notes about skipped bytes.
@@ -447,18 +401,23 @@ fn bash_tool(
         ));
     }
     let checked = Arc::new(schema.clone());
+    let output_schema = bash_output_schema().map_err(|source| RegistrationError::Schema {
+        name: BASH_TOOL.to_owned(),
+        which: "output",
+        source,
+    })?;
     ToolDefinition::builder(BASH_TOOL, description)
         // The body checks the arguments itself, so the disabled background switch gets its own
         // clear message rather than a generic "unknown property".
         .raw_parameters_exact(schema.to_json())
         .args_validation(ArgsValidation::Unvalidated)
         .output(
-            ToolOutput::new(bash_output_schema(), |_, value| {
+            ToolOutput::new(output_schema, |_, value| {
                 vec![ContentBlock::text(render_bash(value))]
             })
             .with_presentation_meta(|_, value| {
-                (value["kind"] == json!("foreground"))
-                    .then(|| json!({"exitCode": value["exitCode"], "signal": value["signal"]}))
+                let output: BashOutput = dsh_tools::json::from_value(value).ok()?;
+                output.exit_meta().map(|meta| meta.to_value())
             }),
         )
         .present_call(presenters::bash::present_call)
@@ -500,7 +459,7 @@ fn bash_tool(
                             .resolve(request, cwd.as_deref())
                             .map_err(ToolError::from_error)?;
                         let result = executor.run(spec).await.map_err(ToolError::from_error)?;
-                        Ok(foreground_value(&result))
+                        value(BashOutput::Foreground(ForegroundRun::from(&result)))
                     }
                 }
             }
@@ -586,7 +545,7 @@ fn start_background(
         start = start.owner(Arc::clone(agent));
     }
     let id = jobs.start(start).map_err(ToolError::from_error)?;
-    Ok(json!({"kind": "background", "jobId": id}))
+    value(BashOutput::Background(BackgroundStart::new(id.to_string())))
 }
 
 // ----- The job-control tools ----------------------------------------------------------------
@@ -669,46 +628,96 @@ impl Plugin for JobToolsPlugin {
     }
 }
 
-/// The model-facing projection of a job: no ownership bookkeeping.
-pub(crate) fn public_snapshot(snapshot: &JobSnapshot) -> Value {
-    let mut job = json!({
-        "id": snapshot.id,
-        "kind": snapshot.kind,
-        "label": snapshot.label,
-        "status": snapshot.status,
-        "startedAt": snapshot.started_at,
-    });
-    if let Some(detail) = &snapshot.detail {
-        job["detail"] = json!(detail);
-    }
-    if let Some(finished) = snapshot.finished_at {
-        job["finishedAt"] = json!(finished);
-    }
-    job
+/// The value of a `job_output` call: the new output, and the job's state after the read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::value::without_descriptions)]
+#[non_exhaustive]
+pub struct JobOutputValue {
+    /// What the job printed since the previous read (bounded; notes name skipped bytes).
+    pub text: String,
+    /// The job's state at read time.
+    pub job: PublicJobSnapshot,
 }
 
-fn public_snapshot_schema() -> ValueSchema {
-    ValueSchema::closed_object()
-        .required("id", ValueSchema::string())
-        .required("kind", ValueSchema::string())
-        .required("label", ValueSchema::string())
-        .required(
-            "status",
-            ValueSchema::string().allowed(["running", "stopping", "completed", "killed", "failed"]),
-        )
-        .property("detail", ValueSchema::string())
-        .required("startedAt", ValueSchema::integer())
-        .property("finishedAt", ValueSchema::integer())
+/// The value of a `job_list` call: the caller's jobs, running and finished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::value::without_descriptions)]
+#[non_exhaustive]
+pub struct JobListValue {
+    /// The jobs, oldest first.
+    pub jobs: Vec<PublicJobSnapshot>,
 }
 
-/// `[status: completed, exit code: 0]` from a public snapshot value.
-fn status_line(job: &Value) -> String {
-    match job["detail"].as_str() {
-        Some(detail) => format!(
-            "[status: {}, {detail}]",
-            job["status"].as_str().unwrap_or("unknown")
-        ),
-        None => format!("[status: {}]", job["status"].as_str().unwrap_or("unknown")),
+/// The value of a `job_kill` call: the job's state, and what the kill did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::value::without_descriptions)]
+#[non_exhaustive]
+pub struct JobKillValue {
+    /// The job's state when the tool reported.
+    pub job: PublicJobSnapshot,
+    /// What the kill did.
+    #[schemars(schema_with = "kill_outcome_schema")]
+    pub outcome: JobKillOutcome,
+}
+
+/// The schema of a [`JobKillOutcome`]: a string of its serde spellings, without the
+/// per-variant prose the doc comments would add.
+fn kill_outcome_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<Value> = JobKillOutcome::ALL
+        .iter()
+        .filter_map(|outcome| serde_json::to_value(outcome).ok())
+        .collect();
+    schemars::json_schema!({"type": "string", "enum": names})
+}
+
+/// What a `job_kill` call did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKillOutcome {
+    /// The job was stopped, and has settled.
+    Stopped,
+    /// The job had settled before the call.
+    AlreadyFinished,
+    /// The job was asked to stop, and has not settled within the tool's wait.
+    Stopping,
+}
+
+impl JobKillOutcome {
+    /// Every outcome.
+    pub const ALL: [JobKillOutcome; 3] = [
+        JobKillOutcome::Stopped,
+        JobKillOutcome::AlreadyFinished,
+        JobKillOutcome::Stopping,
+    ];
+}
+
+/// The output declaration of a job tool: the schema generated from `T`, and a renderer that
+/// reads the value back as `T`. A value that does not read (a hook rewrote it) is shown as its
+/// JSON, so the model still sees everything it holds.
+fn typed_output<T>(
+    render: impl Fn(&T) -> String + Send + Sync + 'static,
+) -> Result<ToolOutput, dsh_tools::SchemaError>
+where
+    T: JsonSchema + serde::de::DeserializeOwned,
+{
+    let schema = ValueSchema::for_type_in_field_order::<T>()?;
+    Ok(ToolOutput::new(schema, move |_, value| {
+        let text = match dsh_tools::json::from_value::<T>(value) {
+            Ok(typed) => render(&typed),
+            Err(_) => value.to_string(),
+        };
+        vec![ContentBlock::text(text)]
+    }))
+}
+
+fn output_schema_error(name: &str) -> impl Fn(dsh_tools::SchemaError) -> RegistrationError + '_ {
+    move |source| RegistrationError::Schema {
+        name: name.to_owned(),
+        which: "output",
+        source,
     }
 }
 
@@ -764,23 +773,17 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
                 ),
             ),
     )
-    .output(ToolOutput::new(
-        ValueSchema::closed_object()
-            .required("text", ValueSchema::string())
-            .required("job", public_snapshot_schema()),
-        |_, value| {
-            let text = value["text"].as_str().unwrap_or_default();
-            let body = if text.is_empty() {
+    .output(
+        typed_output(|value: &JobOutputValue| {
+            let body = if value.text.is_empty() {
                 "(no new output)"
             } else {
-                text.strip_suffix('\n').unwrap_or(text)
+                value.text.strip_suffix('\n').unwrap_or(&value.text)
             };
-            vec![ContentBlock::text(format!(
-                "{body}\n{}",
-                status_line(&value["job"])
-            ))]
-        },
-    ))
+            format!("{body}\n{}", value.job.status_line())
+        })
+        .map_err(output_schema_error("job_output"))?,
+    )
     .present_call(presenters::job_output::present_call)
     .present_result(presenters::job_output::present_result)
     .execute(move |args, exec: ExecContext| {
@@ -815,7 +818,10 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
             let read = jobs
                 .read(&id, caller.as_deref())
                 .map_err(ToolError::from_error)?;
-            Ok(json!({"text": read.text, "job": public_snapshot(&read.snapshot)}))
+            value(JobOutputValue {
+                text: read.text,
+                job: PublicJobSnapshot::from(&read.snapshot),
+            })
         }
     })
     .build()
@@ -829,40 +835,32 @@ Use it when the user asks what is running in the background, or when you need a 
 (\"what's still running?\", \"show my background jobs\", \"查看后台任务\", \"有哪些任务在运行\").",
     )
     .parameters(ValueSchema::closed_object())
-    .output(ToolOutput::new(
-        ValueSchema::closed_object().required("jobs", ValueSchema::array(public_snapshot_schema())),
-        |_, value| {
-            let jobs = value["jobs"].as_array().cloned().unwrap_or_default();
-            let text = if jobs.is_empty() {
-                String::from("no background jobs")
-            } else {
-                jobs.iter()
-                    .map(|job| {
-                        format!(
-                            "{} {} {}",
-                            job["id"].as_str().unwrap_or_default(),
-                            status_line(job),
-                            job["label"].as_str().unwrap_or_default()
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            vec![ContentBlock::text(text)]
-        },
-    ))
+    .output(
+        typed_output(|value: &JobListValue| {
+            if value.jobs.is_empty() {
+                return String::from("no background jobs");
+            }
+            value
+                .jobs
+                .iter()
+                .map(|job| format!("{} {} {}", job.id, job.status_line(), job.label))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .map_err(output_schema_error("job_list"))?,
+    )
     .concurrency_safe(|_| true)
     .present_call(presenters::job_list::present_call)
     .present_result(presenters::job_list::present_result)
     .execute(move |_, exec: ExecContext| {
         let jobs = jobs.clone();
         async move {
-            let list: Vec<Value> = jobs
+            let jobs = jobs
                 .list(caller(&exec).as_deref())
                 .iter()
-                .map(public_snapshot)
+                .map(PublicJobSnapshot::from)
                 .collect();
-            Ok(json!({"jobs": list}))
+            value(JobListValue { jobs })
         }
     })
     .build()
@@ -883,24 +881,18 @@ already finished just reports its status.",
         "job_id",
         ValueSchema::string().description("The job id, e.g. \"bash-1\"."),
     ))
-    .output(ToolOutput::new(
-        ValueSchema::closed_object()
-            .required("job", public_snapshot_schema())
-            .required(
-                "outcome",
-                ValueSchema::string().allowed(["stopped", "already-finished", "stopping"]),
-            ),
-        |_, value| {
-            let id = value["job"]["id"].as_str().unwrap_or_default();
-            let line = status_line(&value["job"]);
-            let text = match value["outcome"].as_str() {
-                Some("already-finished") => format!("job {id} had already finished {line}"),
-                Some("stopping") => format!("job {id} is stopping {line}"),
-                _ => format!("job {id} stopped {line}"),
-            };
-            vec![ContentBlock::text(text)]
-        },
-    ))
+    .output(
+        typed_output(|value: &JobKillValue| {
+            let id = &value.job.id;
+            let line = value.job.status_line();
+            match value.outcome {
+                JobKillOutcome::AlreadyFinished => format!("job {id} had already finished {line}"),
+                JobKillOutcome::Stopping => format!("job {id} is stopping {line}"),
+                JobKillOutcome::Stopped => format!("job {id} stopped {line}"),
+            }
+        })
+        .map_err(output_schema_error("job_kill"))?,
+    )
     .present_call(presenters::job_kill::present_call)
     .present_result(presenters::job_kill::present_result)
     .execute(move |args, exec: ExecContext| {
@@ -924,11 +916,14 @@ already finished just reports its status.",
                     .map_err(ToolError::from_error)?,
             };
             let outcome = match (outcome, snapshot.status.is_terminal()) {
-                (KillOutcome::AlreadyFinished, _) => "already-finished",
-                (KillOutcome::Requested, true) => "stopped",
-                (KillOutcome::Requested, false) => "stopping",
+                (KillOutcome::AlreadyFinished, _) => JobKillOutcome::AlreadyFinished,
+                (KillOutcome::Requested, true) => JobKillOutcome::Stopped,
+                (KillOutcome::Requested, false) => JobKillOutcome::Stopping,
             };
-            Ok(json!({"job": public_snapshot(&snapshot), "outcome": outcome}))
+            value(JobKillValue {
+                job: PublicJobSnapshot::from(&snapshot),
+                outcome,
+            })
         }
     })
     .build()
