@@ -63,6 +63,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod builtin;
 pub mod env;
 #[cfg(all(feature = "local", unix))]
 mod launch;
@@ -95,6 +96,7 @@ mod supervisor;
 pub mod tool;
 pub mod value;
 
+pub use builtin::BuiltinTools;
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
 pub use local::{LocalConfig, LocalExecutor, default_max_concurrent_commands};
