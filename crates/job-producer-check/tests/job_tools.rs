@@ -15,7 +15,11 @@ async fn call(registry: &ToolRegistry, name: &str, args: Value) -> (String, Valu
         .execute(ToolCall::new("c", name, args.to_string()))
         .await;
     assert!(!result.is_error, "{name}: {:?}", result.content);
-    let value = result.value.clone().map(|v| (*v).clone()).unwrap_or(Value::Null);
+    let value = result
+        .value
+        .clone()
+        .map(|v| (*v).clone())
+        .unwrap_or(Value::Null);
     (content_text(&result.content), value)
 }
 

@@ -6,12 +6,13 @@ use crate::value::{BackgroundStart, BashOutput, ForegroundRun, StreamOutput};
 use dsh_tools::jobs::{
     JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, KillOutcome, PublicJobSnapshot,
 };
+use dsh_tools::json::JsonValue;
 use dsh_tools::runtime::RuntimeDriver;
 use dsh_tools::{
     ArgsValidation, ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope,
     ToolDefinition, ToolError, ToolOutput, ValueSchema, validate,
 };
-use presenters::markers::{self, ExitOutcome, Truncation};
+use presenters::markers::{self, ExitOutcome, SkippedOutput, Truncation};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -151,30 +152,61 @@ pub(crate) fn bash_output_schema() -> Result<ValueSchema, dsh_tools::SchemaError
     BashOutput::schema()
 }
 
-#[derive(Deserialize)]
+/// The arguments of a `bash` call as the tool reads them, once they passed every check.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BashArgs {
-    command: String,
-    description: String,
+#[non_exhaustive]
+pub struct BashArgs {
+    /// The command for `bash -c` (never blank).
+    pub command: String,
+    /// What the command does, for the user (never blank).
+    pub description: String,
+    /// The timeout in milliseconds (positive), when given.
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    /// The working directory, when given.
     #[serde(default)]
-    workdir: Option<String>,
+    pub workdir: Option<String>,
+    /// The background switch, when given (only where background jobs are enabled).
     #[serde(default)]
-    run_in_background: Option<bool>,
+    pub run_in_background: Option<bool>,
+    /// `"escalate"`, when the call asks to leave the sandbox.
     #[serde(default)]
-    sandbox: Option<String>,
+    pub sandbox: Option<String>,
+    /// Why the call must leave the sandbox (with `sandbox` only).
     #[serde(default)]
-    justification: Option<String>,
+    pub justification: Option<String>,
+}
+
+/// Reads a `bash` call's argument text exactly as the tool does: the same schema (with
+/// `run_in_background` when `background`, and `sandbox`/`justification` when `sandboxed`) and
+/// the same rules it cannot express, with the same messages.
+pub fn parse_bash_arguments(
+    text: &str,
+    background: bool,
+    sandboxed: bool,
+) -> Result<BashArgs, ToolError> {
+    let exact = JsonValue::parse(text).map_err(|e| ToolError::invalid_args(e.to_string()))?;
+    let mut schema = bash_parameters(background);
+    if sandboxed {
+        schema = with_escalation(schema);
+    }
+    check_bash_args(
+        &exact,
+        || dsh_tools::json::from_str_located(text),
+        &schema,
+        background,
+    )
 }
 
 /// Checks the arguments: the background switch, the schema, then the rules it cannot express.
-fn parse_bash_args(
-    exec: &ExecContext,
+/// `typed` reads them into [`BashArgs`] (from the text when there is one, for exact integers).
+fn check_bash_args(
+    args: &JsonValue,
+    typed: impl FnOnce() -> Result<BashArgs, dsh_tools::Violation>,
     schema: &ValueSchema,
     background: bool,
 ) -> Result<BashArgs, ToolError> {
-    let args = exec.exact_args();
     if !background && args.get("run_in_background").is_some() {
         return Err(ToolError::invalid_args(
             "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
@@ -186,9 +218,7 @@ fn parse_bash_args(
     }
     // The schema admits any integer; the located read names the field when one does not fit
     // (`-1`, `1e300`, `2^64` for `timeout_ms`).
-    let args: BashArgs = exec
-        .typed_args()
-        .map_err(|e| ToolError::invalid_args(e.to_string()))?;
+    let args: BashArgs = typed().map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
     }
@@ -345,37 +375,26 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
             budget.saturating_sub(out.text.len()).max(err_share),
         );
         *cursors = (out.next_offset, err.next_offset);
-        let mut text = out.text.clone();
-        if !err.text.is_empty() {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(markers::stderr_header());
-            text.push('\n');
-            text.push_str(&err.text);
-        }
-        for (read, label) in [(&out, "stdout"), (&err, "stderr")] {
-            if read.skipped_bytes == 0 {
-                continue;
-            }
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            let full_copy = match (&read.spill_path, read.lossy) {
-                (Some(path), false) => Some(path.display().to_string()),
-                _ => None,
-            };
-            let note = markers::skipped_note(read.skipped_bytes, label, full_copy.as_deref());
-            match (&full_copy, &read.spill_error) {
-                // Lost bytes: say why, in the note's own brackets.
-                (None, Some(why)) => {
-                    text.push_str(note.strip_suffix(']').unwrap_or(&note));
-                    text.push_str(&format!(" ({why})]"));
+        let skipped = [(&out, "stdout"), (&err, "stderr")]
+            .into_iter()
+            .filter(|(read, _)| read.skipped_bytes > 0)
+            .map(|(read, stream)| {
+                let full_copy = match (&read.spill_path, read.lossy) {
+                    (Some(path), false) => Some(path.display().to_string()),
+                    _ => None,
+                };
+                SkippedOutput {
+                    stream,
+                    skipped_bytes: read.skipped_bytes,
+                    lost_because: full_copy
+                        .is_none()
+                        .then(|| read.spill_error.clone())
+                        .flatten(),
+                    full_copy,
                 }
-                _ => text.push_str(&note),
-            }
-        }
-        text
+            })
+            .collect::<Vec<_>>();
+        markers::render_background_read(&out.text, &err.text, &skipped)
     })
 }
 
@@ -427,7 +446,8 @@ fn bash_tool(
             let jobs = jobs.clone();
             let schema = Arc::clone(&checked);
             async move {
-                let args = parse_bash_args(&exec, &schema, background)?;
+                let args =
+                    check_bash_args(exec.exact_args(), || exec.typed_args(), &schema, background)?;
                 dsh_tools::runtime::require(executor.required_drivers())?;
                 let request = ShellRequest {
                     command: args.command,
