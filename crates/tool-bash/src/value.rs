@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 pub enum BashOutput {
     /// The command was started as a background job.
     Background(BackgroundStart),
-    /// The command ran in the foreground and ended.
-    Foreground(ForegroundRun),
+    /// The command ran in the foreground and ended (boxed: it is ten times a start's size).
+    Foreground(Box<ForegroundRun>),
 }
 
 impl BashOutput {

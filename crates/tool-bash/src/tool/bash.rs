@@ -463,7 +463,9 @@ fn bash_tool(
                             .resolve(request, cwd.as_deref())
                             .map_err(ToolError::from_error)?;
                         let result = executor.run(spec).await.map_err(ToolError::from_error)?;
-                        value(BashOutput::Foreground(ForegroundRun::from(&result)))
+                        value(BashOutput::Foreground(Box::new(ForegroundRun::from(
+                            &result,
+                        ))))
                     }
                 }
             }
