@@ -1,11 +1,10 @@
 //! The canonical values of the `bash` tool, as Rust types.
 //!
 //! [`BashOutput`] is what the `bash` body returns and what its output schema is generated
-//! from ([`BashOutput::schema`]), so the schema a host
-//! publishes (an MCP server's `outputSchema`) cannot drift from the value the tool builds. The
-//! model-visible text is rendered from it ([`render_bash`](crate::tool::render_bash)), and the
-//! exit facts a card needs travel from it as a typed
-//! [`BashExitMeta`](presenters::bash::BashExitMeta).
+//! from ([`BashOutput::schema`]), so the schema a host publishes (an MCP server's
+//! `outputSchema`) cannot drift from the value the tool builds. The model-visible text is
+//! rendered from it ([`render_bash_output`](crate::tool::render_bash_output)), and the exit
+//! facts a card needs travel from it as a typed [`BashExitMeta`].
 
 use crate::shell::{Collected, ShellRunResult};
 use dsh_tools::{SchemaError, ValueSchema};

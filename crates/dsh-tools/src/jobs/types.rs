@@ -197,7 +197,7 @@ impl JobHooks {
 
 pub(super) type RunFn = Box<dyn FnOnce() -> Result<JobHooks, ProducerError> + Send>;
 
-/// What a producer hands to [`JobRuntime::start`].
+/// What a producer hands to [`JobRuntime::start`](super::JobRuntime::start).
 pub struct JobStart {
     pub(super) kind: String,
     pub(super) label: String,
@@ -404,7 +404,7 @@ pub trait TurnOpener: Send + Sync {
     /// in the owner's inbox when this is called.
     ///
     /// It runs on whichever thread delivers the notice (usually the one that settled the job),
-    /// with no lock of the runtime held, so it may call back into the [`JobRuntime`]. It should
+    /// with no lock of the runtime held, so it may call back into the [`JobRuntime`](super::JobRuntime). It should
     /// return quickly: spawn the turn, do not run it here.
     fn open_turn(&self, owner: &AgentRef) -> bool;
 }
@@ -424,7 +424,7 @@ pub struct JobsConfig {
     /// How long a settled job's record is kept once its end was reported (its notice
     /// delivered, or dropped with its disposed owner, or the end seen by a read, wait or
     /// kill); unowned jobs, which have no notice, count from their settlement. After that
-    /// the record is evicted and the id reads as [`JobError::Expired`]. Default 10 minutes.
+    /// the record is evicted and the id reads as [`JobError::Expired`](super::JobError::Expired). Default 10 minutes.
     pub settled_retention: Duration,
 }
 

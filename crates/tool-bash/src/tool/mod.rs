@@ -1,5 +1,5 @@
-//! The model-facing tools: `bash` ([`bash`](self::bash)), and the generic job controls
-//! `job_output`, `job_list` and `job_kill` ([`jobs`](self::jobs)), each as a plugin.
+//! The model-facing tools, each as a plugin: `bash` (in `tool/bash.rs`), and the generic job
+//! controls `job_output`, `job_list` and `job_kill` (in `tool/jobs.rs`).
 
 mod bash;
 mod jobs;
