@@ -62,7 +62,6 @@
 //! use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
-//! use serde_json::Value;
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -71,7 +70,7 @@
 //!     text: String,
 //! }
 //!
-//! #[derive(Serialize, JsonSchema)]
+//! #[derive(Serialize, Deserialize, JsonSchema)]
 //! struct Echoed {
 //!     text: String,
 //! }
@@ -94,8 +93,8 @@
 //!         Ok(Echoed { text: args.text })
 //!     }
 //!
-//!     fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
-//!         vec![ContentBlock::text(value["text"].as_str().unwrap_or_default())]
+//!     fn render(&self, _args: &EchoArgs, value: &Echoed) -> Vec<ContentBlock> {
+//!         vec![ContentBlock::text(value.text.clone())]
 //!     }
 //! }
 //!

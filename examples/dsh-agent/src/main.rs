@@ -48,7 +48,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor, ShellExecutor};
+use tool_bash::{BuiltinTools, LocalConfig, LocalExecutor, ShellExecutor};
 
 /// The embedded demo script: a foreground command, a failing command, a background job, its
 /// completion notice and `job_output`.
@@ -336,20 +336,14 @@ fn registry_with(background: bool, executor: Arc<dyn ShellExecutor>) -> (ToolReg
         },
         ..JobsConfig::default()
     });
-    let mut bash = BashPlugin::new(executor);
-    if background {
-        bash = bash.with_jobs(jobs.clone());
+    let mut builtin = BuiltinTools::new(executor, jobs.clone());
+    if !background {
+        builtin = builtin.foreground_only();
     }
     // Loading the built-in plugins only registers definitions; failing here is a bug in this
     // program, which must not run with half its tools.
-    if let Err(error) = registry.global_scope().load(bash) {
-        panic!("the bash plugin failed to load: {error}");
-    }
-    if let Err(error) = registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-    {
-        panic!("the job tools failed to load: {error}");
+    if let Err(error) = registry.global_scope().load(builtin) {
+        panic!("the built-in tools failed to load: {error}");
     }
     // Once nobody reads stdout (`| head` has closed it, or it is full), the session's work
     // would go unseen: no further command starts.
