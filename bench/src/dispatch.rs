@@ -7,7 +7,6 @@ use anyhow::{Result, ensure};
 use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::hint::black_box;
 use std::time::Instant;
 use tokio::runtime::Runtime;
@@ -32,7 +31,7 @@ struct AddArgs {
 }
 
 /// The trivial tool's output.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct Sum {
     sum: i64,
 }
@@ -64,8 +63,8 @@ impl Tool for Add {
         Ok(add(args))
     }
 
-    fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(value["sum"].to_string())]
+    fn render(&self, _args: &AddArgs, value: &Sum) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(value.sum.to_string())]
     }
 }
 

@@ -6,7 +6,7 @@ use dsh_tools::jobs::JobRuntime;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor};
+use tool_bash::{BashPlugin, BuiltinTools, LocalConfig, LocalExecutor};
 
 /// A registry with `bash` over `executor`. With `jobs`, `bash` may run in the background and
 /// the job tools are registered too, as in a real agent.
@@ -15,16 +15,15 @@ pub(crate) fn bash_registry(
     jobs: Option<&JobRuntime>,
 ) -> Result<ToolRegistry> {
     let registry = ToolRegistry::new();
-    let bash = BashPlugin::new(Arc::new(executor));
+    let executor = Arc::new(executor);
     match jobs {
         None => {
-            registry.global_scope().load(bash)?;
+            registry.global_scope().load(BashPlugin::new(executor))?;
         }
         Some(jobs) => {
-            registry.global_scope().load(bash.with_jobs(jobs.clone()))?;
             registry
                 .global_scope()
-                .load(JobToolsPlugin::new(jobs.clone()))?;
+                .load(BuiltinTools::new(executor, jobs.clone()))?;
         }
     }
     Ok(registry)

@@ -23,6 +23,9 @@ mod tests {
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
         // The MCP client registers servers' tools; it spawns no shell, so not `tool-bash`.
         ("tool-mcp", &["dsh-tools"]),
+        // A background producer that is not bash: the job tools from `tool-bash` without its
+        // local executor, over the jobs runtime of `dsh-tools`.
+        ("job-producer-check", &["dsh-tools", "tool-bash"]),
         // The shared test fixtures, which only tests use (see [`TEST_SUPPORT`]).
         ("dsh-test-support", &["dsh-tools"]),
     ];

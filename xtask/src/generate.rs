@@ -8,7 +8,7 @@ use dsh_tools::{
     FailureCode, ToolCallView, ToolRegistry, ToolResultView, ValueSchema, typescript_type,
 };
 use std::sync::Arc;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalExecutor};
+use tool_bash::{BuiltinTools, LocalExecutor};
 
 /// A region generator: the region's name, the document every checkout must carry it in, and
 /// the function producing its content.
@@ -59,14 +59,11 @@ pub(crate) const GENERATORS: &[Generator] = &[
 fn builtin_registry() -> ToolRegistry {
     let registry = ToolRegistry::new();
     let jobs = JobRuntime::default();
-    let bash = BashPlugin::new(Arc::new(LocalExecutor::default())).with_jobs(jobs.clone());
+    let builtin = BuiltinTools::new(Arc::new(LocalExecutor::default()), jobs);
     // Loading these plugins only registers definitions; a failure here is a bug in a built-in
     // tool, which the drift check must report loudly rather than render an empty catalog.
-    if let Err(error) = registry.global_scope().load(bash) {
-        panic!("the bash plugin failed to load: {error}");
-    }
-    if let Err(error) = registry.global_scope().load(JobToolsPlugin::new(jobs)) {
-        panic!("the job tools failed to load: {error}");
+    if let Err(error) = registry.global_scope().load(builtin) {
+        panic!("the built-in tools failed to load: {error}");
     }
     registry
 }

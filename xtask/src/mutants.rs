@@ -41,9 +41,14 @@ pub(crate) const CRITICAL: &[Critical] = &[
         holds: "argument validation and its messages",
     },
     Critical {
-        file: "crates/dsh-tools/src/jobs.rs",
+        file: "crates/dsh-tools/src/jobs/runtime.rs",
         package: "dsh-tools",
-        holds: "job settlement and exactly-once notices",
+        holds: "job settlement",
+    },
+    Critical {
+        file: "crates/dsh-tools/src/jobs/notice.rs",
+        package: "dsh-tools",
+        holds: "exactly-once completion notices",
     },
     Critical {
         file: "crates/dsh-tools/src/pipeline.rs",

@@ -43,7 +43,7 @@ struct Options {
 }
 
 const OPTIONS: &str = "name = \"...\", description = \"...\", timeout_ms = <milliseconds>, \
-    concurrency_safe, render = <path to a fn(&Value, &Value) -> Vec<ContentBlock>>, \
+    concurrency_safe, render = <path to a fn(&Args, &Output) -> Vec<ContentBlock>>, \
     struct_name = <Ident>, crate = <path to dsh_tools>";
 
 impl Options {
@@ -97,7 +97,7 @@ impl Options {
             }
             self.render = Some(value(
                 &meta,
-                "`render` takes the path of a `fn(&Value, &Value) -> Vec<ContentBlock>`: `render = render_answer`",
+                "`render` takes the path of a `fn(&Args, &Output) -> Vec<ContentBlock>`: `render = render_answer`",
             )?);
         } else if meta.path.is_ident("struct_name") {
             if self.struct_name.is_some() {
@@ -581,7 +581,9 @@ fn generate(
         Some(path) => quote! { #path(args, value) },
         None => quote! {
             let _ = args;
-            #private::render_value(value)
+            // The default rendering reads the value's JSON: a string is its text, anything
+            // else compact JSON. Serialising an accepted value again cannot fail.
+            #private::render_value(&#private::serde_json::to_value(value).unwrap_or_default())
         },
     };
     let timeout = options.timeout_ms.as_ref().map(|ms| {
@@ -598,7 +600,6 @@ fn generate(
             }
         }
     });
-    let value_ty = quote!(#private::serde_json::Value);
     let fn_item = function;
 
     quote! {
@@ -633,7 +634,7 @@ fn generate(
                     #body
                 }
 
-                fn render(&self, args: &#value_ty, value: &#value_ty) -> ::std::vec::Vec<#krate::ContentBlock> {
+                fn render(&self, args: &Self::Args, value: &Self::Output) -> ::std::vec::Vec<#krate::ContentBlock> {
                     #render
                 }
 

@@ -66,6 +66,23 @@ pub enum ToolKind {
     Other,
 }
 
+impl ToolKind {
+    /// The kind's wire spelling, as serde writes it and as ACP names it (`"execute"`): the one
+    /// spelling every surface (terminal text, ACP) shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Move => "move",
+            ToolKind::Search => "search",
+            ToolKind::Execute => "execute",
+            ToolKind::Fetch => "fetch",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
 /// A place in a file an editor can follow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

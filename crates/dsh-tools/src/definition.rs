@@ -1,9 +1,10 @@
 //! Tool definitions: the typed [`Tool`] trait, the runtime [`ToolDefinition`] and its builder.
 
+use crate::call::{ParsedArguments, ToolExecution, ToolResult};
 use crate::card::{ToolCallView, ToolResultView};
 use crate::content::{ContentBlock, ToolResultRecord};
 use crate::error::{RegistrationError, ToolError, panic_message};
-use crate::exec::{ExecContext, ToolExecution, ToolResult};
+use crate::exec::ExecContext;
 use crate::json::JsonValue;
 use crate::schema::{CompileOptions, CompiledSchema, Root, ValueSchema};
 use futures::future::BoxFuture;
@@ -32,10 +33,13 @@ pub struct ToolSchema {
     pub parameters: JsonValue,
 }
 
-/// Renders the canonical value as model-visible content: `render(args, value)`. Pure.
-pub(crate) type RenderFn = Arc<dyn Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync>;
+/// Renders the canonical value as model-visible content: `render(args, value)`. Pure. It gets
+/// the parsed arguments in all their forms, so a typed tool reads its `Args` from the text and
+/// the arguments' `Value` is built only for a renderer that asks for it.
+pub(crate) type RenderFn = Arc<dyn Fn(&ParsedArguments, &Value) -> Vec<ContentBlock> + Send + Sync>;
 /// Projects replayable UI facts: `presentation_meta(args, value)`. Pure.
-pub(crate) type PresentationMetaFn = Arc<dyn Fn(&Value, &Value) -> Option<Value> + Send + Sync>;
+pub(crate) type PresentationMetaFn =
+    Arc<dyn Fn(&ParsedArguments, &Value) -> Option<Value> + Send + Sync>;
 /// A body: `execute(exec)`, returning the canonical value. It reads its arguments from the
 /// context, so a typed body, which deserialises them from the text, never makes the
 /// arguments' `Value` built.
@@ -78,7 +82,7 @@ impl ToolOutput {
     ) -> ToolOutput {
         ToolOutput {
             schema,
-            render: Arc::new(render),
+            render: value_render(render),
             presentation_meta: None,
         }
     }
@@ -89,7 +93,9 @@ impl ToolOutput {
         mut self,
         meta: impl Fn(&Value, &Value) -> Option<Value> + Send + Sync + 'static,
     ) -> ToolOutput {
-        self.presentation_meta = Some(Arc::new(meta));
+        self.presentation_meta = Some(Arc::new(move |args: &ParsedArguments, value: &Value| {
+            meta(args.value(), value)
+        }));
         self
     }
 
@@ -98,6 +104,13 @@ impl ToolOutput {
     pub fn schema(&self) -> &CompiledSchema {
         &self.schema
     }
+}
+
+/// A renderer over the arguments' `Value` (builder and raw definitions), as a [`RenderFn`].
+fn value_render(
+    render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
+) -> RenderFn {
+    Arc::new(move |args: &ParsedArguments, value: &Value| render(args.value(), value))
 }
 
 impl fmt::Debug for ToolOutput {
@@ -395,7 +408,7 @@ impl ToolDefinitionBuilder {
         schema: Value,
         render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
     ) -> Self {
-        self.output = Some(OutputDeclaration::Raw(schema, Arc::new(render)));
+        self.output = Some(OutputDeclaration::Raw(schema, value_render(render)));
         self
     }
 
@@ -405,7 +418,7 @@ impl ToolDefinitionBuilder {
         schema: JsonValue,
         render: impl Fn(&Value, &Value) -> Vec<ContentBlock> + Send + Sync + 'static,
     ) -> Self {
-        self.output = Some(OutputDeclaration::RawExact(schema, Arc::new(render)));
+        self.output = Some(OutputDeclaration::RawExact(schema, value_render(render)));
         self
     }
 
@@ -552,13 +565,19 @@ impl ToolDefinitionBuilder {
 /// deserialises them into [`Tool::Args`]; the output is serialised, validated against the
 /// derived output schema, frozen and rendered.
 ///
-/// The display callbacks validate softly: for malformed or older logged arguments the registry
-/// returns `None` (the generic card) without calling them.
+/// Rendering and presentation work on the types too: `render`, `presentation_meta`,
+/// `present_call` and `present_result` receive the arguments as [`Tool::Args`] and the value as
+/// [`Tool::Output`], read back from the frozen JSON (a hook may have replaced the value, so it
+/// is read, not remembered). That reading is soft: a value that does not read as
+/// [`Tool::Output`] is rendered generically (a string as its text, anything else as compact
+/// JSON) and gets no meta, and malformed or older logged arguments give `None` (the generic
+/// card) without calling the presenters, so an old or damaged log never panics a host.
 pub trait Tool: Send + Sync + 'static {
     /// The arguments; `#[serde(deny_unknown_fields)]` closes the parameter root.
     type Args: DeserializeOwned + JsonSchema + Send + 'static;
-    /// The canonical output value.
-    type Output: Serialize + JsonSchema + Send + 'static;
+    /// The canonical output value. It is serialised once and read back for rendering, so it
+    /// round-trips through serde.
+    type Output: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
 
     /// The tool's name (`^[A-Za-z0-9_-]{1,64}$`, not `run_code`).
     fn name(&self) -> &str;
@@ -574,11 +593,12 @@ pub trait Tool: Send + Sync + 'static {
         exec: ExecContext,
     ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 
-    /// Renders the canonical value (and the arguments, both as JSON) as model-visible content.
-    fn render(&self, args: &Value, value: &Value) -> Vec<ContentBlock>;
+    /// Renders the canonical value (with the call's arguments) as model-visible content.
+    fn render(&self, args: &Self::Args, value: &Self::Output) -> Vec<ContentBlock>;
 
-    /// Replayable UI facts for top-level calls, persisted on `tool/result`.
-    fn presentation_meta(&self, _args: &Value, _value: &Value) -> Option<Value> {
+    /// Replayable UI facts for top-level calls, persisted on `tool/result` (and read back by
+    /// [`present_result`](Tool::present_result) from the record's `meta`).
+    fn presentation_meta(&self, _args: &Self::Args, _value: &Self::Output) -> Option<Value> {
         None
     }
 
@@ -606,7 +626,10 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
-    /// The completed card.
+    /// The completed card. It gets the record a log keeps (content, error, presentation meta),
+    /// not the value: a replayed session has no value, and the card must come out the same
+    /// live and on replay. Facts the card needs beyond the content belong in
+    /// [`presentation_meta`](Tool::presentation_meta).
     fn present_result(
         &self,
         _args: &Self::Args,
@@ -627,6 +650,28 @@ mod typed {
         crate::json::from_value(args).ok()
     }
 
+    /// The accepted arguments, read back as [`Tool::Args`] for the renderer: from the text
+    /// when there is one (exact integers, and no `Value` built), else from the value an
+    /// in-process caller passed. `None` when they do not read (the generic rendering follows).
+    fn typed_args<T: Tool>(args: &ParsedArguments) -> Option<T::Args> {
+        match args.text() {
+            Some(text) => crate::json::from_str_located(text).ok(),
+            None => crate::json::from_value(args.value()).ok(),
+        }
+    }
+
+    /// The frozen value, read back as [`Tool::Output`]; `None` when it does not read (a hook
+    /// replaced it with a value the schema accepts but the type does not).
+    fn typed_value<T: Tool>(value: &Value) -> Option<T::Output> {
+        match crate::json::from_value(value) {
+            Ok(typed) => Some(typed),
+            Err(error) => {
+                tracing::debug!(%error, "a tool's value does not read as its output type");
+                None
+            }
+        }
+    }
+
     pub(super) fn definition<T: Tool>(tool: T) -> Result<ToolDefinition, RegistrationError> {
         let name = tool.name().to_owned();
         let schema_error = |which, source| RegistrationError::Schema {
@@ -641,13 +686,20 @@ mod typed {
         let tool = Arc::new(tool);
 
         let render_tool = Arc::clone(&tool);
-        let mut output = ToolOutput::new(output_schema, move |args, value| {
-            render_tool.render(args, value)
-        });
         let meta_tool = Arc::clone(&tool);
-        output.presentation_meta = Some(Arc::new(move |args, value| {
-            meta_tool.presentation_meta(args, value)
-        }));
+        let output = ToolOutput {
+            schema: CompiledSchema::from(output_schema),
+            render: Arc::new(move |args: &ParsedArguments, value: &Value| {
+                match (typed_args::<T>(args), typed_value::<T>(value)) {
+                    (Some(args), Some(typed)) => render_tool.render(&args, &typed),
+                    _ => crate::__private::render_value(value),
+                }
+            }),
+            presentation_meta: Some(Arc::new(move |args: &ParsedArguments, value: &Value| {
+                let (args, value) = (typed_args::<T>(args)?, typed_value::<T>(value)?);
+                meta_tool.presentation_meta(&args, &value)
+            })),
+        };
 
         let body_tool = Arc::clone(&tool);
         let body: BodyFn = Arc::new(move |exec: ExecContext| {

@@ -1,10 +1,8 @@
 //! The body's runtime context ([`ExecContext`]): the frozen execution, its arguments, the
 //! signal, services, the context channel and the approval service a body may ask.
 
-pub(crate) use crate::call::{ToolExecution, ToolResult};
-
 use crate::agent::{AgentRef, InjectedContext};
-use crate::call::{ExecToken, ParsedArguments, Services};
+use crate::call::{ExecToken, ParsedArguments, Services, ToolExecution};
 use crate::hooks::{Approver, ask};
 use crate::json::JsonValue;
 use serde_json::Value;

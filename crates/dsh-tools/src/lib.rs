@@ -54,7 +54,9 @@
 //! - `scope.rs`: [`Scope`], [`Disposer`] and [`Plugin`];
 //! - `registry.rs`: [`ToolRegistry`]; `pipeline.rs`: its execution pipeline; `code_mode.rs`:
 //!   Code Mode;
-//! - [`jobs`]: the background-job runtime;
+//! - `jobs/` ([`jobs`]): the background-job runtime: its vocabulary (`types.rs`), errors
+//!   (`error.rs`), bookkeeping (`state.rs`), operations and settlement (`runtime.rs`), waits
+//!   (`waiter.rs`) and completion notices (`notice.rs`);
 //! - [`prelude`]: what defining and calling a tool needs, in one import.
 //!
 //! # Example
@@ -90,7 +92,6 @@
 //! use dsh_tools::{ContentBlock, ExecContext, Tool, ToolCall, ToolError, ToolRegistry};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
-//! use serde_json::Value;
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -99,7 +100,7 @@
 //!     text: String,
 //! }
 //!
-//! #[derive(Serialize, JsonSchema)]
+//! #[derive(Serialize, Deserialize, JsonSchema)]
 //! struct Echoed {
 //!     text: String,
 //! }
@@ -122,8 +123,8 @@
 //!         Ok(Echoed { text: args.text })
 //!     }
 //!
-//!     fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
-//!         vec![ContentBlock::text(value["text"].as_str().unwrap_or_default())]
+//!     fn render(&self, _args: &EchoArgs, value: &Echoed) -> Vec<ContentBlock> {
+//!         vec![ContentBlock::text(value.text.clone())]
 //!     }
 //! }
 //!

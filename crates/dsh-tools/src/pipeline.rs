@@ -420,8 +420,9 @@ pub(crate) fn invalid_args_message(violations: &[Violation]) -> String {
 }
 
 /// Validates a canonical value against the output schema, freezes it, renders it, and (for
-/// top-level calls) projects its presentation meta. The arguments' `Value` is built here, for
-/// the renderer, if nothing asked for it before.
+/// top-level calls) projects its presentation meta. The arguments' `Value` is built here only
+/// for a renderer that reads it (a builder or raw definition's); a typed tool's renderer reads
+/// its `Args` from the text.
 fn accept_value(
     definition: &ToolDefinition,
     execution: &ToolExecution,
@@ -439,9 +440,7 @@ fn accept_value(
         );
     }
     let value = Arc::new(value);
-    let content = match contain("render", || {
-        (definition.output.render)(args.value(), &value)
-    }) {
+    let content = match contain("render", || (definition.output.render)(args, &value)) {
         Ok(content) => content,
         Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
     };
@@ -449,7 +448,7 @@ fn accept_value(
     if execution.parent.is_none()
         && let Some(meta) = &definition.output.presentation_meta
     {
-        match contain("presentation_meta", || meta(args.value(), &value)) {
+        match contain("presentation_meta", || meta(args, &value)) {
             Ok(meta) => result.meta = meta,
             Err(message) => return ToolResult::failure(FailureCode::ToolPanic, message),
         }
@@ -539,12 +538,12 @@ mod tests {
     use serde::{Deserialize, Serialize};
     use serde_json::json;
 
-    #[derive(Deserialize, JsonSchema)]
+    #[derive(Serialize, Deserialize, JsonSchema)]
     struct HalfArgs {
         n: i64,
     }
 
-    #[derive(Serialize, JsonSchema)]
+    #[derive(Serialize, Deserialize, JsonSchema)]
     struct Half {
         half: i64,
     }
@@ -571,7 +570,9 @@ mod tests {
             Ok(Half { half: args.n / 2 })
         }
 
-        fn render(&self, args: &Value, value: &Value) -> Vec<ContentBlock> {
+        fn render(&self, args: &HalfArgs, value: &Half) -> Vec<ContentBlock> {
+            let args = serde_json::to_value(args).unwrap_or_default();
+            let value = serde_json::to_value(value).unwrap_or_default();
             vec![ContentBlock::text(format!("{args} -> {value}"))]
         }
     }
@@ -602,7 +603,8 @@ mod tests {
         assert_eq!(result.code(), Some(FailureCode::ToolError));
         assert!(!built(&execution));
 
-        // The renderer takes the arguments as a `Value`: built then, from the exact arguments.
+        // The typed renderer reads its arguments from the text too: nothing builds the `Value`
+        // until a caller asks for it.
         let (execution, result) = registry
             .execute_call(ToolCall::new("c3", "halve", r#"{"n": 4}"#))
             .await;
@@ -610,7 +612,7 @@ mod tests {
             crate::content_text(&result.content),
             r#"{"n":4} -> {"half":2}"#
         );
-        assert!(built(&execution));
+        assert!(!built(&execution));
         assert_eq!(**execution.args().unwrap(), json!({"n": 4}));
     }
 }

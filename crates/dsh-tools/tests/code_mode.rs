@@ -143,14 +143,14 @@ enum SearchMode {
     Regex,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct SearchHit {
     path: String,
     line: u64,
 }
 
 #[allow(dead_code)]
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum SearchOutput {
     Hits {
@@ -180,7 +180,7 @@ impl Tool for Search {
             truncated: false,
         })
     }
-    fn render(&self, _: &Value, _: &Value) -> Vec<ContentBlock> {
+    fn render(&self, _: &SearchArgs, _: &SearchOutput) -> Vec<ContentBlock> {
         Vec::new()
     }
 }

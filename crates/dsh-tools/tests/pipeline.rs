@@ -52,7 +52,7 @@ struct EditArgs {
     action: Action,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct EditOutput {
     count: usize,
     mode: Mode,
@@ -87,10 +87,10 @@ impl Tool for Edit {
         })
     }
 
-    fn render(&self, _args: &Value, value: &Value) -> Vec<ContentBlock> {
+    fn render(&self, _args: &EditArgs, value: &EditOutput) -> Vec<ContentBlock> {
         vec![ContentBlock::text(format!(
             "edited {} targets",
-            value["count"]
+            value.count
         ))]
     }
 
@@ -212,7 +212,7 @@ async fn typed_tools_accept_any_number_spelling_in_tagged_enums() {
             let Shape::Circle { r } = args.shape;
             Ok(r * r * f64::from(args.count))
         }
-        fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+        fn render(&self, _: &Args, value: &f64) -> Vec<ContentBlock> {
             vec![ContentBlock::text(value.to_string())]
         }
     }
@@ -248,8 +248,8 @@ async fn typed_tools_get_exact_integers_and_their_declared_property_order() {
         async fn execute(&self, args: Wide, _: ExecContext) -> Result<String, ToolError> {
             Ok(format!("{} {} {}", args.zeta, args.big, args.alpha))
         }
-        fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
-            vec![ContentBlock::text(value.to_string())]
+        fn render(&self, _: &Wide, value: &String) -> Vec<ContentBlock> {
+            vec![ContentBlock::text(format!("{value:?}"))]
         }
     }
     let registry = ToolRegistry::new();
@@ -341,7 +341,7 @@ impl Tool for Page {
         Ok(args.limit)
     }
 
-    fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
+    fn render(&self, _: &PageArgs, value: &u32) -> Vec<ContentBlock> {
         vec![ContentBlock::text(value.to_string())]
     }
 }
@@ -599,7 +599,7 @@ fn a_tool_without_a_description_cannot_register_on_any_path() {
             Ok(true)
         }
 
-        fn render(&self, _args: &Value, _value: &Value) -> Vec<ContentBlock> {
+        fn render(&self, _args: &NoArgs, _value: &bool) -> Vec<ContentBlock> {
             Vec::new()
         }
     }

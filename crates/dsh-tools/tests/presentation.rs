@@ -38,8 +38,8 @@ impl Tool for Run {
         Ok(args.command)
     }
 
-    fn render(&self, _: &Value, value: &Value) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(value.as_str().unwrap_or_default())]
+    fn render(&self, _: &RunArgs, value: &String) -> Vec<ContentBlock> {
+        vec![ContentBlock::text(value.clone())]
     }
 
     fn present_call(&self, args: &RunArgs) -> Option<ToolCallView> {

@@ -32,16 +32,16 @@ struct DivideArgs {
     divisor: i64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct Quotient {
     quotient: i64,
     remainder: i64,
 }
 
-fn render_quotient(args: &Value, value: &Value) -> Vec<ContentBlock> {
+fn render_quotient(args: &DivideArgs, value: &Quotient) -> Vec<ContentBlock> {
     vec![ContentBlock::text(format!(
         "{} / {} = {} rest {}",
-        args["dividend"], args["divisor"], value["quotient"], value["remainder"]
+        args.dividend, args.divisor, value.quotient, value.remainder
     ))]
 }
 

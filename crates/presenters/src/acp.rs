@@ -29,18 +29,9 @@ use dsh_tools::card::{
 use dsh_tools::{ToolCallView, ToolResultView};
 use serde_json::{Map, Value, json};
 
-/// The ACP spelling of a tool kind.
+/// The ACP spelling of a tool kind ([`ToolKind::as_str`]).
 pub fn tool_kind(kind: ToolKind) -> &'static str {
-    match kind {
-        ToolKind::Read => "read",
-        ToolKind::Edit => "edit",
-        ToolKind::Delete => "delete",
-        ToolKind::Move => "move",
-        ToolKind::Search => "search",
-        ToolKind::Execute => "execute",
-        ToolKind::Fetch => "fetch",
-        ToolKind::Other => "other",
-    }
+    kind.as_str()
 }
 
 /// The ACP `ToolCall` announcing a call, with status `pending`.

@@ -17,12 +17,48 @@ use crate::args::{Integer, NonBlank, soft};
 use crate::markers::{ExitOutcome, no_output, parse_exit_status, strip_status_marker};
 use dsh_tools::card::{GenericCallView, TerminalCallView, TerminalResultView, ToolKind};
 use dsh_tools::{ToolCallView, ToolResultRecord, ToolResultView, content_text};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The arguments as far as a card needs them.
+/// The arguments of a `bash` call as a card reads them: the presenters' lenient reader.
+///
+/// It reads logs, not live calls, so it is deliberately more forgiving than the tool: it
+/// accepts arguments from old and partial logs (unknown keys such as a later version's
+/// `sandbox` are ignored, `timeout_ms` may be any JSON integer spelling), and it checks only
+/// what a card shows (a non-blank `command`, a `description` string). For every argument
+/// value the tool accepts it reads the same command, description, working directory and
+/// background switch as the tool does (a property test in `tool-bash` proves it); anything it
+/// cannot read gives `None`, the generic card.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LenientBashArgs {
+    /// The command (never blank).
+    pub command: String,
+    /// What the command does, as the model described it (may be blank in an old log).
+    pub description: String,
+    /// The working directory, when given.
+    pub workdir: Option<String>,
+    /// Whether the call started a background job.
+    pub run_in_background: bool,
+}
+
+impl LenientBashArgs {
+    /// Reads a call's logged arguments, or `None` when they do not fit (not an object, no
+    /// non-blank `command`, a field of the wrong type).
+    pub fn read(args: &Value) -> Option<LenientBashArgs> {
+        let raw: RawBashArgs = soft(args)?;
+        Some(LenientBashArgs {
+            command: raw.command.0,
+            description: raw.description,
+            workdir: raw.workdir,
+            run_in_background: raw.run_in_background == Some(true),
+        })
+    }
+}
+
+/// The shape [`LenientBashArgs::read`] checks.
 #[derive(Debug, Deserialize)]
-struct BashArgs {
+struct RawBashArgs {
     command: NonBlank,
     description: String,
     #[serde(default)]
@@ -34,23 +70,51 @@ struct BashArgs {
     run_in_background: Option<bool>,
 }
 
-/// The exit facts the tool may persist as presentation meta.
-#[derive(Debug, Default, Deserialize)]
+/// The exit facts of a foreground run, persisted as the `bash` result's presentation meta
+/// (`{"exitCode": …, "signal": …}`, both always written, `null` when unknown).
+///
+/// The `bash` tool writes it from its typed value; [`present_result`] reads it back and trusts
+/// it over the text. Parsing the status marker out of the text remains only for logs written
+/// before the meta existed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ExitMeta {
+#[non_exhaustive]
+pub struct BashExitMeta {
+    /// The exit code, when the shell exited by itself.
     #[serde(default)]
-    exit_code: Option<i64>,
+    pub exit_code: Option<i64>,
+    /// The terminating signal's name (`SIGKILL`), when a signal ended the command.
     #[serde(default)]
-    signal: Option<String>,
+    pub signal: Option<String>,
+}
+
+impl BashExitMeta {
+    /// The facts of a run that ended with `exit_code` or was ended by `signal`.
+    pub fn new(exit_code: Option<i64>, signal: Option<String>) -> BashExitMeta {
+        BashExitMeta { exit_code, signal }
+    }
+
+    /// The meta's JSON form, as persisted on `tool/result`.
+    pub fn to_value(&self) -> Value {
+        // Two optional scalars always serialise; `Null` is never reached.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// Reads a persisted meta, when it names at least one of the facts and holds well-formed
+    /// values. Both may be null: an outcome nobody observed, for which no marker was written.
+    pub fn read(meta: &Value) -> Option<BashExitMeta> {
+        let names_a_fact = meta.get("exitCode").is_some() || meta.get("signal").is_some();
+        names_a_fact.then(|| soft(meta)).flatten()
+    }
 }
 
 /// The pending card of a `bash` call, or `None` when the arguments are malformed.
 pub fn present_call(args: &Value) -> Option<ToolCallView> {
-    let parsed: BashArgs = soft(args)?;
+    let parsed = LenientBashArgs::read(args)?;
     let description = non_empty(parsed.description);
-    if parsed.run_in_background == Some(true) {
+    if parsed.run_in_background {
         return Some(ToolCallView::Generic(GenericCallView {
-            title: parsed.command.0,
+            title: parsed.command,
             kind: Some(ToolKind::Execute),
             raw_input: Some(args.clone()),
             content: description,
@@ -58,7 +122,7 @@ pub fn present_call(args: &Value) -> Option<ToolCallView> {
         }));
     }
     Some(ToolCallView::Terminal(TerminalCallView {
-        title: parsed.command.0,
+        title: parsed.command,
         description,
         cwd: parsed.workdir,
     }))
@@ -66,12 +130,12 @@ pub fn present_call(args: &Value) -> Option<ToolCallView> {
 
 /// The completed card of a `bash` call, or `None` when the arguments are malformed.
 pub fn present_result(args: &Value, record: &ToolResultRecord) -> Option<ToolResultView> {
-    let args: BashArgs = soft(args)?;
+    let args = LenientBashArgs::read(args)?;
     let text = content_text(&record.content);
-    if record.is_error || args.run_in_background == Some(true) {
+    if record.is_error || args.run_in_background {
         return Some(ToolResultView::fallback(record));
     }
-    let (body, exit_code, signal) = match exit_meta(record.meta.as_ref()) {
+    let (body, exit_code, signal) = match record.meta.as_ref().and_then(BashExitMeta::read) {
         Some(meta) => {
             let outcome = ExitOutcome {
                 exit_code: meta.exit_code,
@@ -87,19 +151,11 @@ pub fn present_result(args: &Value, record: &ToolResultRecord) -> Option<ToolRes
     };
     let output = (!body.is_empty() && body != no_output()).then_some(body);
     Some(ToolResultView::Terminal(TerminalResultView {
-        title: Some(args.command.0),
+        title: Some(args.command),
         output,
         exit_code,
         signal,
     }))
-}
-
-/// The persisted exit facts, when the meta names at least one of them and holds well-formed
-/// values. Both may be null: an outcome nobody observed, for which the tool wrote no marker.
-fn exit_meta(meta: Option<&Value>) -> Option<ExitMeta> {
-    let meta = meta?;
-    let names_a_fact = meta.get("exitCode").is_some() || meta.get("signal").is_some();
-    names_a_fact.then(|| soft(meta)).flatten()
 }
 
 fn non_empty(text: String) -> Option<String> {

@@ -6,8 +6,11 @@
 //! - the presenter functions of the built-in tools, [`bash`], [`job_output`], [`job_list`] and
 //!   [`job_kill`]: each reads the call's arguments softly and returns `None` (the generic
 //!   fallback) for anything malformed, never an error or a panic;
-//! - the shell output [`markers`], spelled once: the `bash` tool renders its model text with
-//!   [`render_shell_output`], and [`parse_exit_status`] reads the exit status back;
+//! - the shell output [`markers`], spelled once and shared by the model-visible text and the
+//!   cards: the `bash` tool renders its model text with [`render_shell_output`] (and a
+//!   background read with [`markers::render_background_read`]), and [`parse_exit_status`]
+//!   reads the exit status back for a log without [`bash::BashExitMeta`];
+//! - [`bash::LenientBashArgs`], the lenient reader of `bash` arguments in logs;
 //! - [`render_text`] for terminals, which shows every control character of the untrusted tool
 //!   output and arguments as a visible escape ([`escape_controls`]), and the [`acp`] projection
 //!   onto Agent Client Protocol `ToolCall` / `ToolCallUpdate` JSON, which keeps the text as it is.

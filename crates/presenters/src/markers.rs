@@ -1,5 +1,11 @@
 //! The shell output markers: the one place their text is spelled, produced and parsed.
 //!
+//! This vocabulary is shared by the model-visible text and the cards: the `bash` tool writes
+//! what the model reads with [`render_shell_output`] (a foreground run) and
+//! [`render_background_read`] (a background job's output), and the `bash` card reads the exit
+//! status back with [`parse_exit_status`] when the result carries no presentation meta. No
+//! other code spells a marker, so the two sides cannot disagree.
+//!
 //! The `bash` tool shows the model one text per foreground run, assembled by
 //! [`render_shell_output`]:
 //!
@@ -125,13 +131,70 @@ pub fn status_marker(outcome: &ExitOutcome) -> Option<String> {
 
 /// The note a background read ends with when it skipped older output to stay within its
 /// bound: `[<N> earlier bytes of <stream> were skipped; the full <stream> is in <path>]`, or
-/// `…; they could not be kept]` when no complete copy exists.
-pub fn skipped_note(skipped_bytes: u64, stream: &str, full_copy: Option<&str>) -> String {
-    let source = match full_copy {
-        Some(path) => format!("the full {stream} is in {path}"),
-        None => String::from("they could not be kept"),
+/// `…; they could not be kept]` when no complete copy exists, with the reason in parentheses
+/// before the bracket when it is known (`…; they could not be kept (disk full)]`).
+pub fn skipped_note(
+    skipped_bytes: u64,
+    stream: &str,
+    full_copy: Option<&str>,
+    lost_because: Option<&str>,
+) -> String {
+    let source = match (full_copy, lost_because) {
+        (Some(path), _) => format!("the full {stream} is in {path}"),
+        (None, Some(why)) => format!("they could not be kept ({why})"),
+        (None, None) => String::from("they could not be kept"),
     };
     format!("[{skipped_bytes} earlier bytes of {stream} were skipped; {source}]")
+}
+
+/// One stream of a background read that skipped older output (see [`skipped_note`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SkippedOutput {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// The bytes skipped.
+    pub skipped_bytes: u64,
+    /// Where the complete stream is, when a complete copy exists.
+    pub full_copy: Option<String>,
+    /// Why the skipped bytes are lost, when no complete copy exists and the reason is known.
+    pub lost_because: Option<String>,
+}
+
+/// Assembles the model-facing text of one background read (`job_output`, completion notices):
+/// the new stdout, then a [`stderr_header`] line and the new stderr when there is any, then
+/// one [`skipped_note`] per stream that skipped older output, each on its own line.
+///
+/// Unlike a foreground run, a read keeps the streams' own newlines: a delta is a slice of a
+/// longer output, and the next read continues it.
+pub fn render_background_read(stdout: &str, stderr: &str, skipped: &[SkippedOutput]) -> String {
+    let mut text = stdout.to_owned();
+    let start_line = |text: &mut String| {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+    };
+    if !stderr.is_empty() {
+        start_line(&mut text);
+        text.push_str(STDERR_HEADER);
+        text.push('\n');
+        text.push_str(stderr);
+    }
+    for skip in skipped {
+        start_line(&mut text);
+        text.push_str(&skipped_note(
+            skip.skipped_bytes,
+            skip.stream,
+            skip.full_copy.as_deref(),
+            skip.lost_because.as_deref(),
+        ));
+    }
+    text
+}
+
+/// A note the executor adds for the model after the output (a sandbox naming its policy):
+/// `[<note>]`, on its own line.
+pub fn executor_note(note: &str) -> String {
+    format!("[{note}]")
 }
 
 /// The model text of a background start: `started background job <id>`.
@@ -266,12 +329,16 @@ mod tests {
         );
         assert_eq!(timed_out_marker(5), "[timed out after 5ms]");
         assert_eq!(
-            skipped_note(7, "stderr", Some("/tmp/e")),
+            skipped_note(7, "stderr", Some("/tmp/e"), None),
             "[7 earlier bytes of stderr were skipped; the full stderr is in /tmp/e]"
         );
         assert_eq!(
-            skipped_note(7, "stdout", None),
+            skipped_note(7, "stdout", None, None),
             "[7 earlier bytes of stdout were skipped; they could not be kept]"
+        );
+        assert_eq!(
+            skipped_note(7, "stdout", None, Some("disk full")),
+            "[7 earlier bytes of stdout were skipped; they could not be kept (disk full)]"
         );
     }
 }

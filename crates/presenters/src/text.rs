@@ -186,7 +186,7 @@ fn file_diff(diff: &FileDiff) -> String {
 fn generic_call(card: &GenericCallView) -> String {
     let mut out = Lines::default();
     match card.kind {
-        Some(kind) => out.push(&format!("{} ({})", card.title, crate::acp::tool_kind(kind))),
+        Some(kind) => out.push(&format!("{} ({})", card.title, kind.as_str())),
         None => out.push(&card.title),
     }
     match (&card.content, &card.raw_input) {

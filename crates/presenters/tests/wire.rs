@@ -126,3 +126,27 @@ fn tag(card: &impl Serialize) -> String {
         None => card,
     }
 }
+
+/// `ToolKind::as_str`, which the terminal text and the ACP projection both show, is the wire
+/// spelling of every kind.
+#[test]
+fn tool_kind_as_str_is_its_wire_spelling() {
+    use dsh_tools::card::ToolKind;
+    let kinds = [
+        ToolKind::Read,
+        ToolKind::Edit,
+        ToolKind::Delete,
+        ToolKind::Move,
+        ToolKind::Search,
+        ToolKind::Execute,
+        ToolKind::Fetch,
+        ToolKind::Other,
+    ];
+    for kind in kinds {
+        assert_eq!(
+            serde_json::to_value(kind).unwrap(),
+            Value::from(kind.as_str())
+        );
+        assert_eq!(presenters::acp::tool_kind(kind), kind.as_str());
+    }
+}

@@ -1,6 +1,6 @@
 //! The production shell tool for dsh-rs agents.
 //!
-//! Three parts with one-way dependencies (`tool → shell ← local`):
+//! Its parts, with one-way dependencies (`tool → shell ← local`):
 //!
 //! - [`shell`]: the executor contract ([`ShellExecutor`]: resolve, run, start) and its data. A
 //!   downstream crate can implement it (a sandboxed or remote executor) without the local
@@ -16,7 +16,18 @@
 //!   confined (read-only, workspace-write or full access; network denied unless allowed), on
 //!   Landlock or bubblewrap, failing closed when the kernel cannot enforce the policy.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
-//!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate.
+//!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate; their
+//!   canonical values are types ([`value`] for `bash`, [`tool::JobOutputValue`] and its
+//!   siblings for the job tools) from which their output schemas are generated.
+//! - [`builtin`]: [`BuiltinTools`], the built-in set (`bash` and the job tools over one jobs
+//!   runtime) that a host loads in one call.
+//! - [`env`](mod@env) (the environment policy) and [`output`] (the output collector: head-and-tail
+//!   windows, spill files, offset reads), shared by the local executor and executors of your
+//!   own.
+//!
+//! Another background producer can offer the job-control tools without the shell: depend on
+//! `tool-bash` with `default-features = false` (no local executor is built), start jobs on a
+//! [`JobRuntime`](dsh_tools::jobs::JobRuntime) and load [`JobToolsPlugin`] over it.
 //!
 //! It never hangs (timeouts, cancellation and inherited pipes all end a call), never leaks a
 //! process (termination is tree-scoped and checked), never loses a byte (whatever does not fit
@@ -63,6 +74,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod builtin;
 pub mod env;
 #[cfg(all(feature = "local", unix))]
 mod launch;
@@ -93,7 +105,9 @@ mod supervisor;
 #[path = "supervisor_portable.rs"]
 mod supervisor;
 pub mod tool;
+pub mod value;
 
+pub use builtin::BuiltinTools;
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
 pub use local::{LocalConfig, LocalExecutor, default_max_concurrent_commands};
@@ -106,4 +120,7 @@ pub use sandbox::{
     SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxReport, SandboxedExecutor,
 };
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
-pub use tool::{BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash};
+pub use tool::{
+    BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash, render_bash_output,
+};
+pub use value::{BackgroundStart, BashOutput, ForegroundRun, StreamOutput};

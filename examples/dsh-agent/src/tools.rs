@@ -6,7 +6,7 @@ use dsh_tools::ToolRegistry;
 use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
 use std::path::Path;
 use std::sync::Arc;
-use tool_bash::{BashPlugin, JobToolsPlugin, LocalConfig, LocalExecutor, ShellExecutor};
+use tool_bash::{BuiltinTools, LocalConfig, LocalExecutor, ShellExecutor};
 
 /// The registry of the built-in tools over an unconfined shell, and the jobs runtime behind
 /// them.
@@ -111,20 +111,14 @@ pub(crate) fn registry_with(
         },
         ..JobsConfig::default()
     });
-    let mut bash = BashPlugin::new(executor);
-    if background {
-        bash = bash.with_jobs(jobs.clone());
+    let mut builtin = BuiltinTools::new(executor, jobs.clone());
+    if !background {
+        builtin = builtin.foreground_only();
     }
     // Loading the built-in plugins only registers definitions; failing here is a bug in this
     // program, which must not run with half its tools.
-    if let Err(error) = registry.global_scope().load(bash) {
-        panic!("the bash plugin failed to load: {error}");
-    }
-    if let Err(error) = registry
-        .global_scope()
-        .load(JobToolsPlugin::new(jobs.clone()))
-    {
-        panic!("the job tools failed to load: {error}");
+    if let Err(error) = registry.global_scope().load(builtin) {
+        panic!("the built-in tools failed to load: {error}");
     }
     // Once nobody reads stdout (`| head` has closed it, or it is full), the session's work
     // would go unseen: no further command starts.

@@ -27,6 +27,10 @@
 //! the background at once (default: 4 per CPU the process may use). One executor is usually
 //! shared by every agent of a process, so this bounds the processes a thousand agents fork at
 //! once; a call beyond it waits for a slot, in the order the calls came.
+//!
+//! The module's parts: this file holds the configuration and the executor (run, start, drain);
+//! `spill` the spill directory and budget, `guard` the orphan guard, `group` the process-group
+//! operations (signals, termination, exit status) and `process` the background process handle.
 
 use crate::env::{EnvPolicy, child_env};
 use crate::launch::{Launch, ShellEnd};
@@ -34,22 +38,29 @@ use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT,
     DEFAULT_VISIBLE_BYTES, MAX_TIMEOUT, ProcessStatus, ShellError, ShellExecutor, ShellLimits,
-    ShellProcess, ShellRequest, ShellRunResult, ShellSpec, Stream, StreamRead,
+    ShellProcess, ShellRequest, ShellRunResult, ShellSpec,
 };
 use crate::supervisor::Supervised;
 use futures::future::BoxFuture;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use std::fs::File;
-use std::os::unix::fs::PermissionsExt;
+use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
+
+mod group;
+mod guard;
+mod process;
+mod spill;
+
+pub(crate) use group::find_on_path;
+use group::*;
+use guard::*;
+use process::*;
+use spill::*;
 
 /// Configuration of the local executor.
 #[derive(Clone, Debug)]
@@ -121,132 +132,6 @@ impl Default for LocalConfig {
     }
 }
 
-/// The private spill directory, created on first use. A failed creation is not remembered:
-/// the next spill tries again, so one transient error does not turn spilling off for good.
-#[derive(Debug)]
-struct SpillDir {
-    root: Option<PathBuf>,
-    /// A directory kept at exit ([`LocalConfig::spill_dir`]), instead of a temporary one.
-    kept: Option<PathBuf>,
-    dir: OnceLock<SpillPlace>,
-    /// The most bytes the files may hold together, and the bytes claimed so far (files are
-    /// kept until the directory goes, so claims are never given back).
-    budget: u64,
-    claimed: AtomicU64,
-}
-
-/// Where spill files go: a temporary directory removed with the executor, or a kept one.
-#[derive(Debug)]
-enum SpillPlace {
-    Temporary(tempfile::TempDir),
-    Kept(PathBuf),
-}
-
-impl SpillPlace {
-    fn path(&self) -> &Path {
-        match self {
-            SpillPlace::Temporary(dir) => dir.path(),
-            SpillPlace::Kept(dir) => dir,
-        }
-    }
-}
-
-/// Creates `dir` (and its parents) if missing, the last component `0700`, and returns the
-/// bytes the files already in it hold.
-fn prepare_kept(dir: &Path) -> std::io::Result<u64> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(e) => {
-            return Err(std::io::Error::new(
-                e.kind(),
-                format!("cannot create the spill directory {}: {e}", dir.display()),
-            ));
-        }
-    }
-    let mut held = 0;
-    for entry in std::fs::read_dir(dir)?.flatten() {
-        if let Ok(meta) = entry.metadata()
-            && meta.is_file()
-        {
-            held += meta.len();
-        }
-    }
-    Ok(held)
-}
-
-impl SpillDir {
-    fn path(&self) -> std::io::Result<&Path> {
-        if let Some(dir) = self.dir.get() {
-            return Ok(dir.path());
-        }
-        if let Some(kept) = &self.kept {
-            let held = prepare_kept(kept)?;
-            let mut first = false;
-            let place = self.dir.get_or_init(|| {
-                first = true;
-                SpillPlace::Kept(kept.clone())
-            });
-            // Files a previous process left (a resumed session's) use the same budget; two
-            // racing first spills count them once.
-            if first {
-                self.claimed.fetch_add(held, Ordering::SeqCst);
-            }
-            return Ok(place.path());
-        }
-        let root = self.root.clone().unwrap_or_else(std::env::temp_dir);
-        // A random name, and mode 0700 set at creation (not after: no window).
-        let created = tempfile::Builder::new()
-            .prefix("dsh-spill-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(&root)
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot create a spill directory in {}: {e}", root.display()),
-                )
-            })?;
-        // Two first spills may race; the loser's empty directory is removed when it drops.
-        Ok(self
-            .dir
-            .get_or_init(|| SpillPlace::Temporary(created))
-            .path())
-    }
-}
-
-impl SpillSink for SpillDir {
-    fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
-        let dir = self.path()?;
-        // A random name, and mode 0600 set at creation.
-        let file = tempfile::Builder::new()
-            .prefix(&format!("{label}-"))
-            .suffix(".out")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(dir)?;
-        file.keep().map_err(|e| e.error)
-    }
-
-    fn claim(&self, bytes: u64) -> u64 {
-        let mut granted = 0;
-        // Concurrent streams race for the last bytes; each claim is all-or-part, never more.
-        let _ = self
-            .claimed
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |claimed| {
-                granted = bytes.min(self.budget.saturating_sub(claimed));
-                (granted > 0).then_some(claimed + granted)
-            });
-        granted
-    }
-
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(self.budget)
-    }
-}
-
 /// The local executor (see the module docs).
 #[derive(Debug, Clone)]
 pub struct LocalExecutor {
@@ -302,10 +187,6 @@ impl Default for LocalExecutor {
     fn default() -> Self {
         LocalExecutor::new(LocalConfig::default())
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl LocalExecutor {
@@ -441,370 +322,6 @@ impl LocalExecutor {
     }
 }
 
-/// The orphan guard: one small `bash` process per executor that kills every live process group
-/// the executor started once the harness is gone. The harness keeps the register of live groups
-/// in a private file (`add <pgid>` / `del <pgid>` lines, mode 0600); the guard does nothing but
-/// wait for the end of a pipe from the harness, which comes when the harness exits or crashes,
-/// however it dies. Then it reads the register and kills every group still in it. It is the
-/// second line of crash protection, behind each command's supervisor (see
-/// [`crate::supervisor`]), which sweeps its own tree when the harness dies.
-///
-/// The register is a file rather than lines sent to the guard so that a command costs the
-/// harness one `write` to a file, not two wake-ups of another process (about 50 µs per command).
-///
-/// A command may kill the guard (it runs as the same user). The harness notices at once: a
-/// watcher thread holds the read end of the guard's stdout, which reaches its end when the guard
-/// dies, and starts a new guard on the same register. Each spawn also checks the guard first.
-const GUARD_SCRIPT: &str = r#"read -r _
-declare -A live
-while read -r op id; do
-  case "$op" in
-    add) live[$id]=1 ;;
-    del) unset "live[$id]" ;;
-  esac
-done < "$1"
-for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
-rm -f -- "$1"
-"#;
-
-/// The register is rewritten with only its live groups once it grows past this.
-const REGISTER_COMPACT_BYTES: u64 = 1 << 20;
-
-#[derive(Debug, Default)]
-struct OrphanGuard {
-    state: Mutex<GuardState>,
-}
-
-#[derive(Debug, Default)]
-struct GuardState {
-    /// The guard process, while it runs.
-    process: Option<GuardProcess>,
-    /// The register file, once created.
-    register: Option<Register>,
-    /// Every group registered and not yet unregistered: what a compacted register holds.
-    live: std::collections::BTreeSet<i32>,
-    /// Counts the guards started, so a watcher restarts only the guard it watched.
-    generation: u64,
-}
-
-#[derive(Debug)]
-struct Register {
-    path: PathBuf,
-    file: File,
-    bytes: u64,
-}
-
-impl Register {
-    fn create() -> std::io::Result<Register> {
-        let file = tempfile::Builder::new()
-            .prefix("dsh-guard-")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile()?;
-        let (file, path) = file.keep().map_err(|e| e.error)?;
-        Ok(Register {
-            path,
-            file,
-            bytes: 0,
-        })
-    }
-
-    /// Appends one line (a small write to a file is written whole).
-    fn append(&mut self, line: &str) -> std::io::Result<()> {
-        use std::io::Write;
-        self.file.write_all(line.as_bytes())?;
-        self.bytes += line.len() as u64;
-        Ok(())
-    }
-
-    /// Replaces the register with one that lists only `live`, under the same path (the guard
-    /// opens it by path when the harness is gone).
-    fn compact(&mut self, live: &std::collections::BTreeSet<i32>) -> std::io::Result<()> {
-        use std::io::Write;
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("/"));
-        let mut fresh = tempfile::Builder::new()
-            .prefix("dsh-guard-")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(dir)?;
-        let text: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
-        fresh.write_all(text.as_bytes())?;
-        let file = fresh.persist(&self.path).map_err(|e| e.error)?;
-        self.file = file;
-        self.bytes = text.len() as u64;
-        Ok(())
-    }
-}
-
-#[derive(Debug)]
-struct GuardProcess {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    generation: u64,
-}
-
-impl OrphanGuard {
-    fn new() -> Arc<OrphanGuard> {
-        Arc::new(OrphanGuard::default())
-    }
-
-    fn register(self: &Arc<Self>, bash: &Path, pgid: i32) {
-        let mut state = lock(&self.state);
-        state.live.insert(pgid);
-        self.record(&mut state, bash, &format!("add {pgid}\n"));
-    }
-
-    fn unregister(self: &Arc<Self>, bash: &Path, pgid: i32) {
-        let mut state = lock(&self.state);
-        if state.live.remove(&pgid) {
-            self.record(&mut state, bash, &format!("del {pgid}\n"));
-        }
-    }
-
-    /// Starts a guard if none runs or the one that ran has died.
-    fn ensure_running(self: &Arc<Self>, bash: &Path) {
-        let mut state = lock(&self.state);
-        let dead = match state.process.as_mut() {
-            None => !state.live.is_empty(),
-            Some(process) => !matches!(process.child.try_wait(), Ok(None)),
-        };
-        if dead {
-            self.restart(&mut state, bash);
-        }
-    }
-
-    /// Replaces the guard process (reaping the old one).
-    fn restart(self: &Arc<Self>, state: &mut GuardState, bash: &Path) {
-        if let Some(mut old) = state.process.take() {
-            tracing::warn!("the orphan guard exited; starting a new one");
-            let _ = old.child.kill();
-            let _ = old.child.wait();
-        }
-        state.generation += 1;
-        state.process = self.start(state, bash);
-    }
-
-    /// Records one line in the register, creating it (and the guard) on first use, and
-    /// compacting it when it has grown.
-    fn record(self: &Arc<Self>, state: &mut GuardState, bash: &Path, line: &str) {
-        if state.register.is_none() {
-            match Register::create() {
-                Ok(register) => state.register = Some(register),
-                Err(error) => {
-                    tracing::warn!(
-                        "cannot create the orphan guard's register: {error}; a crashed harness may leave commands running"
-                    );
-                    return;
-                }
-            }
-        }
-        let live = &state.live;
-        if let Some(register) = state.register.as_mut() {
-            let recorded = if register.bytes >= REGISTER_COMPACT_BYTES {
-                // The line's change is already in `live`.
-                register.compact(live)
-            } else {
-                register.append(line)
-            };
-            if let Err(error) = recorded {
-                tracing::warn!("cannot update the orphan guard's register: {error}");
-            }
-        }
-        if state.process.is_none() {
-            state.generation += 1;
-            state.process = self.start(state, bash);
-        }
-    }
-
-    fn start(self: &Arc<Self>, state: &GuardState, bash: &Path) -> Option<GuardProcess> {
-        use std::os::unix::process::CommandExt as _;
-        let register = state.register.as_ref()?;
-        let generation = state.generation;
-        let spawned = std::process::Command::new(bash)
-            .arg("-c")
-            .arg(GUARD_SCRIPT)
-            .arg("dsh-orphan-guard")
-            .arg(&register.path)
-            .env_clear()
-            // Never written: its end tells the guard that the harness is gone.
-            .stdin(Stdio::piped())
-            // Never written: its end tells the watcher that the guard died.
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            // Its own group: killing a command's group never reaches the guard.
-            .process_group(0)
-            .spawn();
-        let (child, stdin, stdout) = match spawned {
-            Ok(mut child) => {
-                let stdin = child.stdin.take()?;
-                let stdout = child.stdout.take()?;
-                (child, stdin, stdout)
-            }
-            Err(error) => {
-                tracing::warn!(
-                    "cannot start the orphan guard: {error}; a crashed harness may leave commands running"
-                );
-                return None;
-            }
-        };
-        let watched = Arc::downgrade(self);
-        let bash = bash.to_path_buf();
-        let watcher = std::thread::Builder::new()
-            .name("dsh-orphan-guard".into())
-            .spawn(move || {
-                use std::io::Read;
-                let mut stdout = stdout;
-                let mut sink = [0u8; 64];
-                while matches!(stdout.read(&mut sink), Ok(n) if n > 0) {}
-                // The guard is gone. Restart it unless the executor is gone too (an orderly
-                // shutdown) or a newer guard already replaced it.
-                let Some(guard) = watched.upgrade() else {
-                    return;
-                };
-                let mut state = lock(&guard.state);
-                if state.process.as_ref().map(|p| p.generation) == Some(generation) {
-                    guard.restart(&mut state, &bash);
-                }
-            });
-        if let Err(error) = watcher {
-            tracing::warn!("cannot watch the orphan guard: {error}");
-        }
-        Some(GuardProcess {
-            child,
-            stdin,
-            generation,
-        })
-    }
-}
-
-impl Drop for OrphanGuard {
-    fn drop(&mut self) {
-        // Closing the pipe makes the guard kill whatever is still registered (nothing, after an
-        // orderly shutdown), remove the register and exit; reap it so no zombie is left.
-        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(GuardProcess {
-            mut child, stdin, ..
-        }) = state.process.take()
-        {
-            drop(stdin);
-            let _ = child.wait();
-        }
-        // A guard killed just before (its watcher may not have replaced it yet) kills nothing:
-        // the harness is alive here, so it kills what is still registered itself.
-        for pgid in std::mem::take(&mut state.live) {
-            signal_group(pgid, Signal::SIGKILL);
-        }
-        if let Some(register) = state.register.take() {
-            let _ = std::fs::remove_file(register.path);
-        }
-    }
-}
-
-/// Finds `bash` on `PATH` once. Spawning by absolute path keeps the standard library on
-/// `posix_spawn`: with a cleared environment and a bare name it would fall back to `fork`.
-fn resolve_program(program: &Path) -> PathBuf {
-    if program.components().count() > 1 || program.is_absolute() {
-        return program.to_path_buf();
-    }
-    find_on_path(program).unwrap_or_else(|| program.to_path_buf())
-}
-
-/// The first executable file named `name` in a directory of `PATH`.
-pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        })
-}
-
-/// Sends `signal` to a process group; `false` when the group no longer exists.
-fn signal_group(pgid: i32, signal: Signal) -> bool {
-    killpg(Pid::from_raw(pgid), signal).is_ok()
-}
-
-/// Whether any process of the group is still alive (zombies waiting for their reaper count as
-/// gone: they run nothing and hold no pipe).
-fn group_alive(pgid: i32) -> bool {
-    if killpg(Pid::from_raw(pgid), None).is_err() {
-        return false;
-    }
-    // `kill(2)` also succeeds for zombies; on Linux look closer.
-    #[cfg(target_os = "linux")]
-    {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return true;
-        };
-        for entry in entries.flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // Fields after the command name (which may contain spaces) start after ") ".
-            let Some(rest) = stat.rfind(") ").map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            // fields[0] = state, fields[2] = pgrp
-            if fields.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(pgid)
-                && fields.first() != Some(&"Z")
-            {
-                return true;
-            }
-        }
-        false
-    }
-    #[cfg(not(target_os = "linux"))]
-    true
-}
-
-/// Waits (bounded) until no live process is left in the group.
-async fn await_group_gone(pgid: i32, bound: Duration) {
-    let deadline = Instant::now() + bound;
-    while group_alive(pgid) {
-        if Instant::now() >= deadline {
-            tracing::warn!(pgid, "a process of the group is still alive after SIGKILL");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// TERM the shell's group, give it `grace`, then KILL it and sweep everything below the
-/// supervisor; returns the shell's status.
-async fn terminate(supervised: &mut Supervised, grace: Duration) -> ShellEnd {
-    let pgid = supervised.shell();
-    signal_group(pgid, Signal::SIGTERM);
-    match tokio::time::timeout(grace, supervised.shell_end()).await {
-        Ok(end) => end,
-        Err(_) => {
-            signal_group(pgid, Signal::SIGKILL);
-            supervised.sweep(grace).await;
-            supervised.shell_end().await
-        }
-    }
-}
-
-/// The shell's exit status; a supervisor that vanished (something killed it) counts as the
-/// command being killed, and its group is killed at once.
-fn shell_status(end: ShellEnd, pgid: i32) -> ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    match end {
-        ShellEnd::Status(status) => status,
-        // Only where a timeout or a kill raced with a failed start: the shell never ran, and
-        // 127 is what a shell reports for a command it cannot execute.
-        ShellEnd::StartFailed(_) => ExitStatus::from_raw(127 << 8),
-        ShellEnd::SupervisorLost => {
-            tracing::warn!(
-                pgid,
-                "the command's supervisor was killed; killing the command's group"
-            );
-            signal_group(pgid, Signal::SIGKILL);
-            ExitStatus::from_raw(Signal::SIGKILL as i32)
-        }
-    }
-}
-
 fn pump<R: AsyncRead + Unpin + Send + 'static>(
     mut reader: R,
     sink: Arc<Mutex<StreamCollector>>,
@@ -821,16 +338,6 @@ fn pump<R: AsyncRead + Unpin + Send + 'static>(
             }
         }
     })
-}
-
-fn signal_name(status: &ExitStatus) -> Option<String> {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .signal()
-        .map(|number| match Signal::try_from(number) {
-            Ok(signal) => signal.as_str().to_owned(),
-            Err(_) => format!("signal {number}"),
-        })
 }
 
 /// Splits the visible budget between the streams, given the bytes of text each decodes to
@@ -1132,81 +639,6 @@ async fn drain_and_reap(
         }
     }
     await_group_gone(pgid, grace).await;
-}
-
-struct ProcessState {
-    status: ProcessStatus,
-    exit_code: Option<i32>,
-    signal: Option<String>,
-}
-
-/// A background process of the local executor.
-struct LocalProcess {
-    state: Mutex<ProcessState>,
-    stdout: Arc<Mutex<StreamCollector>>,
-    stderr: Arc<Mutex<StreamCollector>>,
-    kill: CancellationToken,
-    done: watch::Sender<bool>,
-    /// Keeps the spill directory alive while this process's files may be read.
-    _spill: Arc<SpillDir>,
-}
-
-impl std::fmt::Debug for LocalProcess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalProcess")
-            .field("status", &lock(&self.state).status)
-            .finish_non_exhaustive()
-    }
-}
-
-impl LocalProcess {
-    fn settle(&self, status: ProcessStatus, exit_code: Option<i32>, signal: Option<String>) {
-        {
-            let mut state = lock(&self.state);
-            state.status = status;
-            state.exit_code = exit_code;
-            state.signal = signal;
-        }
-        self.done.send_replace(true);
-    }
-}
-
-impl ShellProcess for LocalProcess {
-    fn status(&self) -> ProcessStatus {
-        lock(&self.state).status
-    }
-
-    fn exit_code(&self) -> Option<i32> {
-        lock(&self.state).exit_code
-    }
-
-    fn signal(&self) -> Option<String> {
-        lock(&self.state).signal.clone()
-    }
-
-    fn done(&self) -> BoxFuture<'static, ()> {
-        let mut done = self.done.subscribe();
-        Box::pin(async move {
-            let _ = done.wait_for(|d| *d).await;
-        })
-    }
-
-    fn read_from(&self, stream: Stream, offset: u64, max_bytes: usize) -> StreamRead {
-        let settled = *self.done.borrow();
-        let collector = match stream {
-            Stream::Stdout => &self.stdout,
-            Stream::Stderr => &self.stderr,
-        };
-        lock(collector).read_from(offset, max_bytes, settled)
-    }
-
-    fn kill(&self) -> bool {
-        if *self.done.borrow() {
-            return false;
-        }
-        self.kill.cancel();
-        true
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,271 @@
+//! The orphan guard: a process that kills every registered process group when the harness
+//! dies, replaced at once when a command kills it.
+
+use super::group::*;
+use super::process::lock;
+use nix::sys::signal::Signal;
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+/// The orphan guard: one small `bash` process per executor that kills every live process group
+/// the executor started once the harness is gone. The harness keeps the register of live groups
+/// in a private file (`add <pgid>` / `del <pgid>` lines, mode 0600); the guard does nothing but
+/// wait for the end of a pipe from the harness, which comes when the harness exits or crashes,
+/// however it dies. Then it reads the register and kills every group still in it. It is the
+/// second line of crash protection, behind each command's supervisor (see
+/// [`crate::supervisor`]), which sweeps its own tree when the harness dies.
+///
+/// The register is a file rather than lines sent to the guard so that a command costs the
+/// harness one `write` to a file, not two wake-ups of another process (about 50 µs per command).
+///
+/// A command may kill the guard (it runs as the same user). The harness notices at once: a
+/// watcher thread holds the read end of the guard's stdout, which reaches its end when the guard
+/// dies, and starts a new guard on the same register. Each spawn also checks the guard first.
+pub(super) const GUARD_SCRIPT: &str = r#"read -r _
+declare -A live
+while read -r op id; do
+  case "$op" in
+    add) live[$id]=1 ;;
+    del) unset "live[$id]" ;;
+  esac
+done < "$1"
+for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
+rm -f -- "$1"
+"#;
+
+/// The register is rewritten with only its live groups once it grows past this.
+pub(super) const REGISTER_COMPACT_BYTES: u64 = 1 << 20;
+
+#[derive(Debug, Default)]
+pub(super) struct OrphanGuard {
+    pub(super) state: Mutex<GuardState>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct GuardState {
+    /// The guard process, while it runs.
+    pub(super) process: Option<GuardProcess>,
+    /// The register file, once created.
+    pub(super) register: Option<Register>,
+    /// Every group registered and not yet unregistered: what a compacted register holds.
+    pub(super) live: std::collections::BTreeSet<i32>,
+    /// Counts the guards started, so a watcher restarts only the guard it watched.
+    pub(super) generation: u64,
+}
+
+#[derive(Debug)]
+pub(super) struct Register {
+    pub(super) path: PathBuf,
+    pub(super) file: File,
+    pub(super) bytes: u64,
+}
+
+impl Register {
+    pub(super) fn create() -> std::io::Result<Register> {
+        let file = tempfile::Builder::new()
+            .prefix("dsh-guard-")
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile()?;
+        let (file, path) = file.keep().map_err(|e| e.error)?;
+        Ok(Register {
+            path,
+            file,
+            bytes: 0,
+        })
+    }
+
+    /// Appends one line (a small write to a file is written whole).
+    pub(super) fn append(&mut self, line: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        self.file.write_all(line.as_bytes())?;
+        self.bytes += line.len() as u64;
+        Ok(())
+    }
+
+    /// Replaces the register with one that lists only `live`, under the same path (the guard
+    /// opens it by path when the harness is gone).
+    pub(super) fn compact(
+        &mut self,
+        live: &std::collections::BTreeSet<i32>,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("/"));
+        let mut fresh = tempfile::Builder::new()
+            .prefix("dsh-guard-")
+            .permissions(std::fs::Permissions::from_mode(0o600))
+            .tempfile_in(dir)?;
+        let text: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
+        fresh.write_all(text.as_bytes())?;
+        let file = fresh.persist(&self.path).map_err(|e| e.error)?;
+        self.file = file;
+        self.bytes = text.len() as u64;
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct GuardProcess {
+    pub(super) child: std::process::Child,
+    pub(super) stdin: std::process::ChildStdin,
+    pub(super) generation: u64,
+}
+
+impl OrphanGuard {
+    pub(super) fn new() -> Arc<OrphanGuard> {
+        Arc::new(OrphanGuard::default())
+    }
+
+    pub(super) fn register(self: &Arc<Self>, bash: &Path, pgid: i32) {
+        let mut state = lock(&self.state);
+        state.live.insert(pgid);
+        self.record(&mut state, bash, &format!("add {pgid}\n"));
+    }
+
+    pub(super) fn unregister(self: &Arc<Self>, bash: &Path, pgid: i32) {
+        let mut state = lock(&self.state);
+        if state.live.remove(&pgid) {
+            self.record(&mut state, bash, &format!("del {pgid}\n"));
+        }
+    }
+
+    /// Starts a guard if none runs or the one that ran has died.
+    pub(super) fn ensure_running(self: &Arc<Self>, bash: &Path) {
+        let mut state = lock(&self.state);
+        let dead = match state.process.as_mut() {
+            None => !state.live.is_empty(),
+            Some(process) => !matches!(process.child.try_wait(), Ok(None)),
+        };
+        if dead {
+            self.restart(&mut state, bash);
+        }
+    }
+
+    /// Replaces the guard process (reaping the old one).
+    pub(super) fn restart(self: &Arc<Self>, state: &mut GuardState, bash: &Path) {
+        if let Some(mut old) = state.process.take() {
+            tracing::warn!("the orphan guard exited; starting a new one");
+            let _ = old.child.kill();
+            let _ = old.child.wait();
+        }
+        state.generation += 1;
+        state.process = self.start(state, bash);
+    }
+
+    /// Records one line in the register, creating it (and the guard) on first use, and
+    /// compacting it when it has grown.
+    pub(super) fn record(self: &Arc<Self>, state: &mut GuardState, bash: &Path, line: &str) {
+        if state.register.is_none() {
+            match Register::create() {
+                Ok(register) => state.register = Some(register),
+                Err(error) => {
+                    tracing::warn!(
+                        "cannot create the orphan guard's register: {error}; a crashed harness may leave commands running"
+                    );
+                    return;
+                }
+            }
+        }
+        let live = &state.live;
+        if let Some(register) = state.register.as_mut() {
+            let recorded = if register.bytes >= REGISTER_COMPACT_BYTES {
+                // The line's change is already in `live`.
+                register.compact(live)
+            } else {
+                register.append(line)
+            };
+            if let Err(error) = recorded {
+                tracing::warn!("cannot update the orphan guard's register: {error}");
+            }
+        }
+        if state.process.is_none() {
+            state.generation += 1;
+            state.process = self.start(state, bash);
+        }
+    }
+
+    pub(super) fn start(self: &Arc<Self>, state: &GuardState, bash: &Path) -> Option<GuardProcess> {
+        use std::os::unix::process::CommandExt as _;
+        let register = state.register.as_ref()?;
+        let generation = state.generation;
+        let spawned = std::process::Command::new(bash)
+            .arg("-c")
+            .arg(GUARD_SCRIPT)
+            .arg("dsh-orphan-guard")
+            .arg(&register.path)
+            .env_clear()
+            // Never written: its end tells the guard that the harness is gone.
+            .stdin(Stdio::piped())
+            // Never written: its end tells the watcher that the guard died.
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            // Its own group: killing a command's group never reaches the guard.
+            .process_group(0)
+            .spawn();
+        let (child, stdin, stdout) = match spawned {
+            Ok(mut child) => {
+                let stdin = child.stdin.take()?;
+                let stdout = child.stdout.take()?;
+                (child, stdin, stdout)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    "cannot start the orphan guard: {error}; a crashed harness may leave commands running"
+                );
+                return None;
+            }
+        };
+        let watched = Arc::downgrade(self);
+        let bash = bash.to_path_buf();
+        let watcher = std::thread::Builder::new()
+            .name("dsh-orphan-guard".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut stdout = stdout;
+                let mut sink = [0u8; 64];
+                while matches!(stdout.read(&mut sink), Ok(n) if n > 0) {}
+                // The guard is gone. Restart it unless the executor is gone too (an orderly
+                // shutdown) or a newer guard already replaced it.
+                let Some(guard) = watched.upgrade() else {
+                    return;
+                };
+                let mut state = lock(&guard.state);
+                if state.process.as_ref().map(|p| p.generation) == Some(generation) {
+                    guard.restart(&mut state, &bash);
+                }
+            });
+        if let Err(error) = watcher {
+            tracing::warn!("cannot watch the orphan guard: {error}");
+        }
+        Some(GuardProcess {
+            child,
+            stdin,
+            generation,
+        })
+    }
+}
+
+impl Drop for OrphanGuard {
+    fn drop(&mut self) {
+        // Closing the pipe makes the guard kill whatever is still registered (nothing, after an
+        // orderly shutdown), remove the register and exit; reap it so no zombie is left.
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(GuardProcess {
+            mut child, stdin, ..
+        }) = state.process.take()
+        {
+            drop(stdin);
+            let _ = child.wait();
+        }
+        // A guard killed just before (its watcher may not have replaced it yet) kills nothing:
+        // the harness is alive here, so it kills what is still registered itself.
+        for pgid in std::mem::take(&mut state.live) {
+            signal_group(pgid, Signal::SIGKILL);
+        }
+        if let Some(register) = state.register.take() {
+            let _ = std::fs::remove_file(register.path);
+        }
+    }
+}
