@@ -153,19 +153,22 @@ type Waiting = HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>;
 /// answers here too.
 #[derive(Clone, Debug)]
 pub(crate) struct Outbox {
-    sender: mpsc::UnboundedSender<Value>,
+    /// Messages for the writer; `None` tells it to stop once what came before is written
+    /// (the approvers hold outboxes in registries that may outlive the connection, so the
+    /// writer cannot wait for every sender to go).
+    sender: mpsc::UnboundedSender<Option<Value>>,
     pending: Arc<Mutex<Waiting>>,
     next_id: Arc<AtomicU64>,
 }
 
 impl Outbox {
-    /// An outbox and the writer task that drains it to stdout, which ends when every outbox
-    /// is dropped or stdout fails.
+    /// An outbox and the writer task that drains it to stdout, which ends at
+    /// [`Outbox::close`] or when stdout fails.
     pub(crate) fn stdout() -> (Outbox, tokio::task::JoinHandle<()>) {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Value>();
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Option<Value>>();
         let writer = tokio::spawn(async move {
             let mut stdout = tokio::io::stdout();
-            while let Some(message) = receiver.recv().await {
+            while let Some(Some(message)) = receiver.recv().await {
                 let mut line = message.to_string();
                 line.push('\n');
                 if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err()
@@ -179,7 +182,7 @@ impl Outbox {
     }
 
     /// An outbox that hands each message to `sender` (tests read them from its receiver).
-    pub(crate) fn over(sender: mpsc::UnboundedSender<Value>) -> Outbox {
+    pub(crate) fn over(sender: mpsc::UnboundedSender<Option<Value>>) -> Outbox {
         Outbox {
             sender,
             pending: Arc::default(),
@@ -189,7 +192,7 @@ impl Outbox {
 
     fn send(&self, message: Value) {
         // The writer is gone only once stdout failed; nobody is left to tell.
-        let _ = self.sender.send(message);
+        let _ = self.sender.send(Some(message));
     }
 
     pub(crate) fn notify(&self, method: &str, params: Value) {
@@ -237,12 +240,14 @@ impl Outbox {
         }
     }
 
-    /// Fails every request still waiting: the connection has closed.
+    /// Fails every request still waiting, and stops the writer once what was sent before is
+    /// written: the connection has closed.
     pub(crate) fn close(&self) {
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        let _ = self.sender.send(None);
     }
 }
 
@@ -325,7 +330,7 @@ mod tests {
                     .await
             })
         };
-        let sent = receiver.recv().await.unwrap();
+        let sent = receiver.recv().await.unwrap().unwrap();
         assert_eq!(sent["method"], json!("session/request_permission"));
         outbox.answer(
             &sent["id"],
