@@ -328,6 +328,20 @@ mod tests {
         assert_eq!(command("sdk"), Some(Command::Sdk));
         assert_eq!(command("mcp"), Some(Command::Mcp));
         assert_eq!(
+            command("acp --script s.json --sandbox off --no-ask"),
+            Some(Command::Acp(AcpOptions {
+                script: Some("s.json".into()),
+                model: None,
+                base_url: None,
+                api_key_env: None,
+                no_stream: false,
+                system: None,
+                sandbox: Some("off".into()),
+                no_background: false,
+                no_ask: true,
+            }))
+        );
+        assert_eq!(
             command("run --mcp-config a.json --mcp-config b.json"),
             run(RunOptions {
                 mcp_config: vec!["a.json".into(), "b.json".into()],
