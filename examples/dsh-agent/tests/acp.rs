@@ -3,7 +3,8 @@
 //! with a `bash` call whose update is the presenters' ACP projection of its card, a call the
 //! editor rejects, a cancel during a long command that leaves no process, and `session/load`
 //! replaying an earlier session. Every message on the wire is validated against the ACP JSON
-//! schema the SDK ships. Bad input (malformed JSON-RPC, unknown methods, a prompt for an
+//! schema the SDK ships, and kept in a snapshot that `tests/acp-conformance` reads back
+//! through the official ACP schema crate. Bad input (malformed JSON-RPC, unknown methods, a prompt for an
 //! unknown session) is answered with protocol errors, and the connection goes on.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -305,7 +306,8 @@ fn a_turn_streams_cards_asks_before_bash_honours_a_rejection_and_loads_again() {
         seen["init"]["agentCapabilities"],
         json!({"loadSession": true,
                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-               "mcpCapabilities": {"http": true, "sse": false}})
+               "mcpCapabilities": {"http": true, "sse": false},
+               "sessionCapabilities": {}, "auth": {}})
     );
     let session_id = seen["sessionId"].as_str().unwrap().to_owned();
     let first = &seen["turns"][0];
@@ -426,6 +428,16 @@ fn a_turn_streams_cards_asks_before_bash_honours_a_rejection_and_loads_again() {
         .collect();
     assert_eq!(again, live);
     wait_gone(&mark);
+
+    // Both connections' messages, with the session id and the working directory as
+    // placeholders. tests/acp-conformance reads this snapshot back through the official ACP
+    // schema types.
+    let wire = json!({"turn": seen["wire"], "load": loaded["wire"]});
+    let text = serde_json::to_string_pretty(&wire)
+        .unwrap()
+        .replace(&session_id, "SESSION-ID")
+        .replace(cwd.to_str().unwrap(), "/work/project");
+    insta::assert_snapshot!("wire", text);
 }
 
 #[test]

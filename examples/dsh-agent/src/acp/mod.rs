@@ -421,6 +421,9 @@ fn initialize(params: &Value) -> Result<Value, RpcError> {
             "loadSession": true,
             "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
             "mcpCapabilities": {"http": true, "sse": false},
+            // No session list, resume or close, and no logout: said, not left to defaults.
+            "sessionCapabilities": {},
+            "auth": {},
         },
         "authMethods": [],
         "agentInfo": {"name": "dsh-agent", "title": "dsh-agent", "version": env!("CARGO_PKG_VERSION")},
