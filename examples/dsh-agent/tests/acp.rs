@@ -69,7 +69,7 @@ const outcome = await app.connectWith(stream, async (agent) => {
     seen.replayed = since(start);
     return seen;
   }
-  const { sessionId } = await agent.request("session/new", { cwd: plan.cwd, mcpServers: [] });
+  const { sessionId } = await agent.request("session/new", { cwd: plan.cwd, mcpServers: plan.mcpServers ?? [] });
   seen.sessionId = sessionId;
   seen.turns = [];
   for (const text of plan.prompts) {
@@ -84,6 +84,16 @@ const outcome = await app.connectWith(stream, async (agent) => {
     }
     const response = await prompt;
     seen.turns.push({ response, updates: since(start) });
+  }
+  if (plan.waitFor) {
+    // Updates that come after the prompts (a background job's notice): wait until one holds
+    // the text (at most 10 s).
+    const start = updates.length;
+    const found = () => since(start).some((u) => JSON.stringify(u).includes(plan.waitFor));
+    for (let i = 0; i < 200 && !found(); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    seen.later = since(start);
   }
   return seen;
 });
@@ -479,6 +489,96 @@ fn cancel_during_a_long_command_kills_it_answers_the_call_and_stops_cancelled() 
     );
     assert_eq!(results[0]["toolCallId"], json!("call-1"));
     assert_eq!(results[0]["status"], json!("failed"));
+    wait_gone(&mark);
+}
+
+#[test]
+fn a_background_jobs_notice_updates_its_call_after_the_prompt() {
+    let dir = support::scratch();
+    let cwd = dir.path().canonicalize().unwrap();
+    let script = support::write_script(
+        &cwd,
+        json!([
+            {"toolCalls": [{"id": "call-1", "name": "bash",
+                            "arguments": {"command": "echo job-output", "description": "Later",
+                                          "run_in_background": true}}]},
+            {"text": "Started."},
+            // The turn the job's notice opens.
+            {"text": "The job finished."}
+        ]),
+    );
+    let mark = format!("acp-job-{}", std::process::id());
+    let seen = scenario(
+        json!({"prompts": ["Start a job"], "waitFor": "background job bash-1 "}),
+        &[
+            "acp",
+            "--no-ask",
+            "--sandbox",
+            "off",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &cwd,
+        &mark,
+    );
+    let turn = &seen["turns"][0];
+    assert_eq!(turn["response"], json!({"stopReason": "end_turn"}));
+    let started = of_kind(&turn["updates"], "tool_call_update");
+    assert_eq!(started.len(), 1, "{turn}");
+    let notices = of_kind(&seen["later"], "tool_call_update");
+    assert_eq!(notices.len(), 1, "{seen}");
+    let notice = notices[0];
+    assert_eq!(notice["toolCallId"], json!("call-1"));
+    // The call's content so far, then the notice.
+    let content = notice["content"].as_array().unwrap();
+    assert_eq!(
+        content[..content.len() - 1],
+        started[0]["content"].as_array().unwrap()[..]
+    );
+    let text = content.last().unwrap()["content"]["text"].as_str().unwrap();
+    assert!(text.starts_with("background job bash-1 "), "{text}");
+    assert!(text.contains("finished"), "{text}");
+    wait_gone(&mark);
+}
+
+#[test]
+fn the_editors_mcp_servers_give_the_session_their_tools() {
+    let dir = support::scratch();
+    let cwd = dir.path().canonicalize().unwrap();
+    // `dsh-agent mcp` is the MCP server the editor passes: its `bash` becomes `mcp__inner__bash`.
+    let script = support::write_script(
+        &cwd,
+        json!([
+            {"toolCalls": [{"id": "call-1", "name": "mcp__inner__bash",
+                            "arguments": {"command": "echo through-mcp",
+                                          "description": "Run through MCP"}}]},
+            {"text": "Done."}
+        ]),
+    );
+    let mark = format!("acp-mcp-{}", std::process::id());
+    let seen = scenario(
+        json!({"prompts": ["Use the server"], "mcpServers": [{
+            "name": "inner", "command": env!("CARGO_BIN_EXE_dsh-agent"), "args": ["mcp"],
+            "env": [{"name": MARK_VAR, "value": mark}]
+        }]}),
+        &[
+            "acp",
+            "--no-ask",
+            "--sandbox",
+            "off",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+        &cwd,
+        &mark,
+    );
+    let turn = &seen["turns"][0];
+    assert_eq!(turn["response"], json!({"stopReason": "end_turn"}));
+    let results = of_kind(&turn["updates"], "tool_call_update");
+    assert_eq!(results.len(), 1, "{turn}");
+    assert_eq!(results[0]["status"], json!("completed"), "{turn}");
+    assert!(results[0].to_string().contains("through-mcp"), "{turn}");
+    // The server was shut down with the session.
     wait_gone(&mark);
 }
 
