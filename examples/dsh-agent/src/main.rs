@@ -12,6 +12,7 @@
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
 //! dsh-agent [-v|-q] mcp
+//! dsh-agent [-v|-q] acp [--model PROVIDER:MODEL … | --script FILE] [--sandbox MODE] [--no-ask]
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
@@ -23,6 +24,7 @@
 //! `resume` continues one, `sessions list` and `sessions prune` manage them. `--help` on any
 //! subcommand lists the options and the exit statuses.
 
+mod acp;
 mod approval;
 mod cli;
 mod logging;
@@ -221,6 +223,10 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)
             }))
+        }
+        Command::Acp(options) => {
+            let sessions = store.open()?;
+            block_on(Box::pin(acp::serve(options.into(), sessions)))
         }
         Command::Run(options) => block_on(Box::pin(run(
             options,
