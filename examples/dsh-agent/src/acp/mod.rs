@@ -227,7 +227,7 @@ impl Server {
     ) -> Result<(), RpcError> {
         let options = &self.config.options;
         let session_id = lease.id().to_owned();
-        let (executor, sandbox) =
+        let (executor, sandbox, launcher) =
             crate::shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())
                 .map_err(|f| RpcError::internal(f.message))?;
         let (registry, jobs) = crate::registry_with(!options.no_background, executor);
@@ -240,6 +240,8 @@ impl Server {
         } else {
             let mut mcp_options = McpOptions::default();
             mcp_options.base_dir = Some(cwd.clone());
+            // The editor's stdio servers start in the session's sandbox, as `.mcp.json`'s do.
+            mcp_options.launcher = launcher;
             Some(
                 McpServers::start(registry.global_scope(), &servers, mcp_options)
                     .await
