@@ -95,6 +95,46 @@ pub(crate) enum Command {
     /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
     /// cancellation), in the current directory, until the client disconnects.
     Mcp,
+    /// Be the agent of an editor over the Agent Client Protocol on stdio (Zed's
+    /// `agent_servers`, for instance): sessions of the store, streamed cards, permission
+    /// requests for each `bash` call.
+    Acp(AcpOptions),
+}
+
+/// The options of `acp`: the model and the tools' confinement; the editor gives the working
+/// directory, the MCP servers and the prompts.
+#[derive(Debug, PartialEq, Eq, Args)]
+pub(crate) struct AcpOptions {
+    /// The script to play (JSON), for tests: its steps answer the model requests of every
+    /// session in turn.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) script: Option<String>,
+    /// The model to talk to, as PROVIDER:MODEL (see `run --help`). Default: DSH_MODEL; without
+    /// either, the embedded demo script plays.
+    #[arg(long, value_name = "PROVIDER:MODEL", conflicts_with = "script")]
+    pub(crate) model: Option<String>,
+    /// The model endpoint's base URL (required for `compatible`; replaces a preset's).
+    #[arg(long, value_name = "URL")]
+    pub(crate) base_url: Option<String>,
+    /// The environment variable that holds the API key, instead of the provider's.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) api_key_env: Option<String>,
+    /// Ask the model for whole responses instead of streams.
+    #[arg(long)]
+    pub(crate) no_stream: bool,
+    /// Replace the default system prompt with this file's text.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) system: Option<String>,
+    /// Confine the bash tool's commands: `read-only`, `workspace-write` or `off` (see
+    /// `run --help`).
+    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
+    pub(crate) sandbox: Option<String>,
+    /// Run without background jobs.
+    #[arg(long)]
+    pub(crate) no_background: bool,
+    /// Run `bash` calls without asking the editor first.
+    #[arg(long)]
+    pub(crate) no_ask: bool,
 }
 
 /// The subcommands of `sessions`.
@@ -288,6 +328,20 @@ mod tests {
         assert_eq!(command(""), None);
         assert_eq!(command("sdk"), Some(Command::Sdk));
         assert_eq!(command("mcp"), Some(Command::Mcp));
+        assert_eq!(
+            command("acp --script s.json --sandbox off --no-ask"),
+            Some(Command::Acp(AcpOptions {
+                script: Some("s.json".into()),
+                model: None,
+                base_url: None,
+                api_key_env: None,
+                no_stream: false,
+                system: None,
+                sandbox: Some("off".into()),
+                no_background: false,
+                no_ask: true,
+            }))
+        );
         assert_eq!(
             command("run --mcp-config a.json --mcp-config b.json"),
             run(RunOptions {

@@ -12,6 +12,7 @@
 //! dsh-agent [-v|-q] schemas [--strict]
 //! dsh-agent [-v|-q] sdk
 //! dsh-agent [-v|-q] mcp
+//! dsh-agent [-v|-q] acp [--model PROVIDER:MODEL … | --script FILE] [--sandbox MODE] [--no-ask]
 //! ```
 //!
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
@@ -27,9 +28,10 @@
 //! `cli` (the command line), `tools` (the tool set and its shell executor), `model` (the model
 //! and the system prompt), `run` (`run` and `chat`), `ending` (the exit status and the jobs
 //! left running), `sessions` (the session store and `sessions`), `replay`, `mcp` (MCP servers
-//! and `dsh-agent mcp`), `approval` (asking the user), `render` and `output` (what reaches the
+//! and `dsh-agent mcp`), `acp` (`dsh-agent acp`, the agent of an editor), `approval` (asking the user), `render` and `output` (what reaches the
 //! terminal), and `logging` (diagnostics on stderr).
 
+mod acp;
 mod approval;
 mod cli;
 mod ending;
@@ -222,6 +224,10 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)
             }))
+        }
+        Command::Acp(options) => {
+            let sessions = store.open()?;
+            block_on(Box::pin(acp::serve(options.into(), sessions)))
         }
         Command::Run(options) => block_on(Box::pin(run::run(
             options,

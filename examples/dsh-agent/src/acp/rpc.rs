@@ -1,0 +1,344 @@
+//! JSON-RPC 2.0 as ACP frames it: one message per line on stdin and stdout, no batches.
+//!
+//! Incoming lines become [`Incoming`] values or a protocol error to send back; outgoing
+//! messages go through one [`Outbox`], whose writer task keeps them whole and in order, so a
+//! prompt's updates always precede its response.
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+
+/// JSON-RPC's error codes, and ACP's for a resource (here: a session) that does not exist.
+pub(crate) const PARSE_ERROR: i64 = -32700;
+pub(crate) const INVALID_REQUEST: i64 = -32600;
+pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
+pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RpcError {
+    pub(crate) code: i64,
+    pub(crate) message: String,
+    pub(crate) data: Option<Value>,
+}
+
+impl RpcError {
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub(crate) fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    /// Params that do not read as the method's: the reader's complaint is the data.
+    pub(crate) fn invalid_params(why: impl std::fmt::Display) -> RpcError {
+        RpcError::new(INVALID_PARAMS, "Invalid params").with_data(json!(why.to_string()))
+    }
+
+    pub(crate) fn internal(why: impl std::fmt::Display) -> RpcError {
+        RpcError::new(INTERNAL_ERROR, "Internal error").with_data(json!(why.to_string()))
+    }
+
+    fn to_json(&self) -> Value {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            error["data"] = data.clone();
+        }
+        error
+    }
+}
+
+/// One message read from the client.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Incoming {
+    /// A call that wants an answer.
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    /// A call that wants none.
+    Notification { method: String, params: Value },
+    /// The client's answer to a request of ours.
+    Response {
+        id: Value,
+        outcome: Result<Value, RpcError>,
+    },
+}
+
+/// Reads one line. `Err` carries the error response to send (with the request's id when it
+/// could be read, else `null`); `Ok(None)` is a blank line, which is skipped.
+pub(crate) fn parse(line: &str) -> Result<Option<Incoming>, (Value, RpcError)> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_str(line).map_err(|e| {
+        (
+            Value::Null,
+            RpcError::new(PARSE_ERROR, "Parse error").with_data(json!(e.to_string())),
+        )
+    })?;
+    let invalid = |id: Value, why: &str| {
+        Err((
+            id,
+            RpcError::new(INVALID_REQUEST, "Invalid Request").with_data(json!(why)),
+        ))
+    };
+    let Value::Object(mut object) = value else {
+        return invalid(
+            Value::Null,
+            "a message is a JSON object (ACP sends no batches)",
+        );
+    };
+    let id = object.remove("id");
+    // An id is a string or a number; a null id is only an error response's.
+    if let Some(id) = &id
+        && !(id.is_string() || id.is_number() || id.is_null())
+    {
+        return invalid(Value::Null, "`id` must be a string or a number");
+    }
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return invalid(id.unwrap_or(Value::Null), "`jsonrpc` must be \"2.0\"");
+    }
+    if let Some(method) = object.remove("method") {
+        let Value::String(method) = method else {
+            return invalid(id.unwrap_or(Value::Null), "`method` must be a string");
+        };
+        let params = object.remove("params").unwrap_or(Value::Null);
+        if !(params.is_object() || params.is_array() || params.is_null()) {
+            return invalid(
+                id.unwrap_or(Value::Null),
+                "`params` must be an object or an array",
+            );
+        }
+        return Ok(Some(match id {
+            Some(id) if !id.is_null() => Incoming::Request { id, method, params },
+            Some(_) => return invalid(Value::Null, "a request's `id` must not be null"),
+            None => Incoming::Notification { method, params },
+        }));
+    }
+    let Some(id) = id else {
+        return invalid(
+            Value::Null,
+            "a message without `method` is a response, which has an `id`",
+        );
+    };
+    let outcome = match (object.remove("result"), object.remove("error")) {
+        (Some(result), None) => Ok(result),
+        (None, Some(error)) => Err(RpcError {
+            code: error["code"].as_i64().unwrap_or(INTERNAL_ERROR),
+            message: error["message"].as_str().unwrap_or_default().to_owned(),
+            data: error.get("data").cloned(),
+        }),
+        _ => return invalid(id, "a response has exactly one of `result` and `error`"),
+    };
+    Ok(Some(Incoming::Response { id, outcome }))
+}
+
+/// The requests of ours waiting for the client's answer, by id.
+type Waiting = HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>;
+
+/// The one way out to the client, shared by every task: requests of ours wait for their
+/// answers here too.
+#[derive(Clone, Debug)]
+pub(crate) struct Outbox {
+    /// Messages for the writer; `None` tells it to stop once what came before is written
+    /// (the approvers hold outboxes in registries that may outlive the connection, so the
+    /// writer cannot wait for every sender to go).
+    sender: mpsc::UnboundedSender<Option<Value>>,
+    pending: Arc<Mutex<Waiting>>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Outbox {
+    /// An outbox and the writer task that drains it to stdout, which ends at
+    /// [`Outbox::close`] or when stdout fails.
+    pub(crate) fn stdout() -> (Outbox, tokio::task::JoinHandle<()>) {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<Option<Value>>();
+        let writer = tokio::spawn(async move {
+            let mut stdout = tokio::io::stdout();
+            while let Some(Some(message)) = receiver.recv().await {
+                let mut line = message.to_string();
+                line.push('\n');
+                if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err()
+                {
+                    tracing::warn!("the ACP client stopped reading stdout");
+                    return;
+                }
+            }
+        });
+        (Outbox::over(sender), writer)
+    }
+
+    /// An outbox that hands each message to `sender` (tests read them from its receiver).
+    pub(crate) fn over(sender: mpsc::UnboundedSender<Option<Value>>) -> Outbox {
+        Outbox {
+            sender,
+            pending: Arc::default(),
+            next_id: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn send(&self, message: Value) {
+        // The writer is gone only once stdout failed; nobody is left to tell.
+        let _ = self.sender.send(Some(message));
+    }
+
+    pub(crate) fn notify(&self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    pub(crate) fn respond(&self, id: Value, outcome: Result<Value, RpcError>) {
+        match outcome {
+            Ok(result) => self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            Err(error) => {
+                self.send(json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}));
+            }
+        }
+    }
+
+    /// Sends a request to the client and waits for its answer; an error when the connection
+    /// closed first.
+    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (answer, answered) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, answer);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        answered
+            .await
+            .unwrap_or_else(|_| Err(RpcError::internal("the connection closed")))
+    }
+
+    /// Hands the client's answer to the request waiting for it; an answer to nothing we
+    /// asked is logged and dropped.
+    pub(crate) fn answer(&self, id: &Value, outcome: Result<Value, RpcError>) {
+        let waiting = id.as_u64().and_then(|id| {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id)
+        });
+        match waiting {
+            Some(waiting) => {
+                let _ = waiting.send(outcome);
+            }
+            None => tracing::warn!(%id, "an ACP response to no request of ours"),
+        }
+    }
+
+    /// Fails every request still waiting, and stops the writer once what was sent before is
+    /// written: the connection has closed.
+    pub(crate) fn close(&self) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        let _ = self.sender.send(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn error(line: &str) -> (Value, i64) {
+        let (id, error) = parse(line).unwrap_err();
+        (id, error.code)
+    }
+
+    #[test]
+    fn requests_notifications_and_responses_are_told_apart() {
+        assert_eq!(
+            parse(
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#
+            ),
+            Ok(Some(Incoming::Request {
+                id: json!(1),
+                method: "initialize".into(),
+                params: json!({"protocolVersion": 1}),
+            }))
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#),
+            Ok(Some(Incoming::Notification {
+                method: "session/cancel".into(),
+                params: json!({"sessionId": "s"}),
+            }))
+        );
+        assert_eq!(
+            parse(r#"{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}"#),
+            Ok(Some(Incoming::Response {
+                id: json!(0),
+                outcome: Ok(json!({"outcome": {"outcome": "cancelled"}})),
+            }))
+        );
+        assert_eq!(parse("  "), Ok(None));
+    }
+
+    #[test]
+    fn malformed_messages_get_the_json_rpc_error_that_names_them() {
+        assert_eq!(error("{not json"), (Value::Null, PARSE_ERROR));
+        assert_eq!(error("[1, 2]"), (Value::Null, INVALID_REQUEST));
+        assert_eq!(
+            error(r#"{"id":3,"method":"x"}"#),
+            (json!(3), INVALID_REQUEST)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":4,"method":7}"#),
+            (json!(4), INVALID_REQUEST)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#),
+            (Value::Null, INVALID_REQUEST)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","id":5,"method":"x","params":"text"}"#),
+            (json!(5), INVALID_REQUEST)
+        );
+        assert_eq!(
+            error(r#"{"jsonrpc":"2.0","result":{}}"#),
+            (Value::Null, INVALID_REQUEST)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_of_ours_gets_the_answer_with_its_id() {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let outbox = Outbox::over(sender);
+        let asking = {
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                outbox
+                    .request("session/request_permission", json!({}))
+                    .await
+            })
+        };
+        let sent = receiver.recv().await.unwrap().unwrap();
+        assert_eq!(sent["method"], json!("session/request_permission"));
+        outbox.answer(
+            &sent["id"],
+            Ok(json!({"outcome": {"outcome": "cancelled"}})),
+        );
+        assert_eq!(
+            asking.await.unwrap(),
+            Ok(json!({"outcome": {"outcome": "cancelled"}}))
+        );
+    }
+}
