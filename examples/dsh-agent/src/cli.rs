@@ -94,11 +94,21 @@ pub(crate) enum Command {
     Sdk,
     /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
     /// cancellation), in the current directory, until the client disconnects.
-    Mcp,
+    Mcp(McpServeOptions),
     /// Be the agent of an editor over the Agent Client Protocol on stdio (Zed's
     /// `agent_servers`, for instance): sessions of the store, streamed cards, permission
     /// requests for each `bash` call.
     Acp(AcpOptions),
+}
+
+/// The options of `mcp`.
+#[derive(Debug, Default, PartialEq, Eq, Args)]
+pub(crate) struct McpServeOptions {
+    /// Confine the bash tool's commands: `read-only`, `workspace-write` (the current
+    /// directory) or `off` (see `run --help`). Default: `workspace-write` where this system
+    /// supports it, otherwise `off` with a warning on stderr.
+    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
+    pub(crate) sandbox: Option<String>,
 }
 
 /// The options of `acp`: the model and the tools' confinement; the editor gives the working
@@ -327,7 +337,16 @@ mod tests {
     fn commands_and_flags_parse() {
         assert_eq!(command(""), None);
         assert_eq!(command("sdk"), Some(Command::Sdk));
-        assert_eq!(command("mcp"), Some(Command::Mcp));
+        assert_eq!(
+            command("mcp"),
+            Some(Command::Mcp(McpServeOptions::default()))
+        );
+        assert_eq!(
+            command("mcp --sandbox off"),
+            Some(Command::Mcp(McpServeOptions {
+                sandbox: Some("off".into())
+            }))
+        );
         assert_eq!(
             command("acp --script s.json --sandbox off --no-ask"),
             Some(Command::Acp(AcpOptions {

@@ -219,8 +219,11 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
         Command::Replay { log, json } => replay::replay(&log, json),
-        Command::Mcp => {
-            let (registry, jobs) = registry(true);
+        Command::Mcp(options) => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| Failure::new(2, format!("no working directory: {e}")))?;
+            let (executor, _, _) = tools::shell_executor(options.sandbox.as_deref(), &cwd, None)?;
+            let (registry, jobs) = tools::registry_with(true, executor);
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)
             }))

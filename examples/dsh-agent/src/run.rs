@@ -145,7 +145,7 @@ pub(crate) async fn run(
         ));
     }
     let (executor, sandbox, launcher) =
-        shell_executor(options.sandbox.as_deref(), &cwd, lease.spill_dir())?;
+        shell_executor(options.sandbox.as_deref(), &cwd, Some(lease.spill_dir()))?;
     let (registry, jobs) = registry_with(!options.no_background, executor);
     if options.ask {
         let cards_on_terminal =

@@ -17,14 +17,15 @@ pub(crate) fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
 /// The bash tool's executor for `--sandbox`, what `session/start` records of it, and what
 /// starts the stdio MCP servers inside the same sandbox (`None` with the sandbox off). An
 /// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
-/// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's).
+/// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's),
+/// or to the executor's own temporary directory.
 pub(crate) fn shell_executor(
     choice: Option<&str>,
     cwd: &Path,
-    spill_dir: &Path,
+    spill_dir: Option<&Path>,
 ) -> Result<Sandboxed, Failure> {
     let mut config = LocalConfig::default();
-    config.spill_dir = Some(spill_dir.to_path_buf());
+    config.spill_dir = spill_dir.map(Path::to_path_buf);
     let off = |why: Option<String>| {
         let mut report = serde_json::json!({"mode": "off"});
         if let Some(why) = why {

@@ -86,16 +86,15 @@ fn read_only_and_off_are_recorded_and_enforced() {
 }
 
 /// Runs a script in which a stdio MCP server from `.mcp.json` writes inside the session's
-/// directory and outside it, with `flags`. The server is `dsh-agent mcp` itself, whose own
-/// `bash` is not confined: a write outside fails only because the session started the server
-/// inside its sandbox. Returns the results' texts and whether the outside write went through.
-fn mcp_server_session(flags: &[&str]) -> (Vec<String>, bool) {
+/// directory and outside it, with `flags`. The server is `dsh-agent mcp` itself, with
+/// `server_flags`. Returns the results' texts and whether the outside write went through.
+fn mcp_server_session(flags: &[&str], server_flags: &[&str]) -> (Vec<String>, bool) {
     let workspace = support::scratch();
     let outside = support::scratch();
     let target = outside.path().join("outside");
     let config = json!({"mcpServers": {"inner": {
         "command": env!("CARGO_BIN_EXE_dsh-agent"),
-        "args": ["mcp"]
+        "args": std::iter::once("mcp").chain(server_flags.iter().copied()).collect::<Vec<_>>()
     }}});
     std::fs::write(workspace.path().join(".mcp.json"), config.to_string()).unwrap();
     let call = |id: &str, command: String| {
@@ -128,18 +127,35 @@ fn mcp_server_session(flags: &[&str]) -> (Vec<String>, bool) {
     (results, target.exists())
 }
 
+/// The server's own `bash` is not confined (`--sandbox off`): a write outside fails only
+/// because the session started the server inside its sandbox.
 #[test]
 fn stdio_mcp_servers_start_inside_the_sessions_sandbox() {
-    let (results, written) = mcp_server_session(&[]);
+    let (results, written) = mcp_server_session(&[], &["--sandbox", "off"]);
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
     assert!(results[1].contains("Permission denied"), "{}", results[1]);
     assert!(!written, "the confined server wrote outside the workspace");
 
-    let (results, written) = mcp_server_session(&["--sandbox", "off"]);
+    let (results, written) = mcp_server_session(&["--sandbox", "off"], &["--sandbox", "off"]);
     assert!(!results[1].contains("Permission denied"), "{}", results[1]);
     assert!(
         written,
         "with the sandbox off the server's write goes through"
     );
+}
+
+/// `dsh-agent mcp` confines its own `bash` to its working directory by default, as `run`
+/// does: here the session around it confines nothing.
+#[test]
+fn dsh_agent_mcp_confines_its_bash_by_default() {
+    let (results, written) = mcp_server_session(&["--sandbox", "off"], &[]);
+    assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
+    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        results[1].contains("`workspace-write` sandbox policy"),
+        "{}",
+        results[1]
+    );
+    assert!(!written, "the server's bash wrote outside its directory");
 }
