@@ -23,6 +23,9 @@ mod tests {
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
         // The MCP client registers servers' tools; it spawns no shell, so not `tool-bash`.
         ("tool-mcp", &["dsh-tools"]),
+        // Code Mode's runtime dispatches nested calls through the registry alone; the tools
+        // it calls (bash among them) are whatever the host registered.
+        ("tool-code", &["dsh-tools"]),
     ];
 
     /// The libraries that talk HTTP (a model adapter to its provider, the MCP client to an

@@ -19,10 +19,10 @@ mod raw;
 mod strict;
 mod validate;
 
-pub(crate) use raw::Root;
 pub use compiled::{CompileOptions, CompiledSchema, SchemaCompileError};
-pub(crate) use validate::{accepts_value, validate_value};
+pub(crate) use raw::Root;
 pub use validate::{Violation, validate};
+pub(crate) use validate::{accepts_value, validate_value};
 
 use crate::json::{JsonObject, JsonValue};
 use serde_json::Value;
