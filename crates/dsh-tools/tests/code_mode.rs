@@ -333,7 +333,9 @@ fn only_the_code_mode_transport_takes_the_reserved_name_and_the_sdk_leaves_it_ou
     ));
     let registry = sdk_registry();
     let before = registry.code_mode_sdk(None);
-    registry.register(transport("run_code", true).unwrap()).unwrap();
+    registry
+        .register(transport("run_code", true).unwrap())
+        .unwrap();
     assert!(registry.get("run_code", None).is_some());
     // A program cannot call the transport, so its declarations do not name it.
     assert_eq!(registry.code_mode_sdk(None), before);
