@@ -168,6 +168,7 @@ pub use hooks::{
 };
 pub use registry::{
     DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolRegistry, ToolsChange, ToolsChangeKind,
+    WeakToolRegistry,
 };
 pub use schema::{
     CompileOptions, CompiledSchema, SchemaCompileError, SchemaError, ValueSchema, Violation,

@@ -85,14 +85,15 @@ impl Default for CodeModeLimits {
 
 /// Builds the `run_code` definition. Its description carries the Code Mode declarations of
 /// the tools in `registry`'s global scope at this moment, so build it after the tools it
-/// should describe. The definition keeps a handle on `registry` to dispatch nested calls.
+/// should describe. The definition keeps a weak handle on `registry` to dispatch nested
+/// calls: a strong one would keep the registry, and every tool in it, alive forever.
 pub fn run_code_definition(
     registry: &ToolRegistry,
     limits: CodeModeLimits,
 ) -> Result<ToolDefinition, RegistrationError> {
     let description = description(&registry.code_mode_sdk(None), &limits);
     let max_timeout_ms = u64::try_from(limits.max_timeout.as_millis()).unwrap_or(u64::MAX);
-    let handle = registry.clone();
+    let handle = registry.downgrade();
     ToolDefinition::builder(RESERVED_TOOL_NAME, description)
         .code_mode_transport()
         .raw_parameters(json!({
@@ -115,7 +116,7 @@ pub fn run_code_definition(
         .raw_output(output_schema(), |_, value| {
             vec![ContentBlock::text(render(value))]
         })
-        .execute(move |args, ctx| run::run_code(handle.clone(), limits.clone(), args, ctx))
+        .execute(move |args, ctx| run::run_code(handle.upgrade(), limits.clone(), args, ctx))
         .build()
 }
 

@@ -42,11 +42,14 @@ fn shared_value<S: serde::Serializer>(
 
 /// Runs one `run_code` call and returns its canonical value.
 pub(crate) async fn run_code(
-    registry: ToolRegistry,
+    registry: Option<ToolRegistry>,
     limits: CodeModeLimits,
     args: Arc<Value>,
     ctx: ExecContext,
 ) -> Result<Value, ToolError> {
+    let Some(registry) = registry else {
+        return Err(ToolError::failed("the tool registry is gone"));
+    };
     let source = args
         .get("code")
         .and_then(Value::as_str)

@@ -476,3 +476,29 @@ async fn a_program_waiting_on_nothing_is_told_so_at_once() {
     let result = run(&registry, json!({"code": "await new Promise(() => {});"})).await;
     assert_eq!(error_of(&result)["kind"], json!("stalled"));
 }
+
+#[test]
+fn run_code_does_not_keep_its_registry_alive() {
+    let registry = ToolRegistry::new();
+    let marker = Arc::new(());
+    let held = Arc::clone(&marker);
+    registry
+        .register(
+            dsh_tools::ToolDefinition::builder("holder", "Holds a resource.")
+                .output(dsh_tools::ToolOutput::new(
+                    dsh_tools::ValueSchema::null(),
+                    |_, _| Vec::new(),
+                ))
+                .execute(move |_, _| {
+                    let _resource = Arc::clone(&held);
+                    async { Ok(Value::Null) }
+                })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    register_run_code(&registry, CodeModeLimits::default()).unwrap();
+    drop(registry);
+    // The registry, and with it every tool and what the tools own, is gone.
+    assert_eq!(Arc::strong_count(&marker), 1);
+}
