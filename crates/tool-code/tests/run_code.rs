@@ -332,6 +332,34 @@ async fn cancelling_mid_run_interrupts_the_engine_and_kills_the_nested_command()
     assert_eq!(support::live_group_members(pgid), Vec::<i32>::new());
 }
 
+#[tokio::test]
+async fn the_time_limit_also_kills_a_nested_command_in_flight() {
+    let registry = registry(CodeModeLimits::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pgid");
+    let program = format!(
+        "await tools.bash({{ command: {}, description: \"wait\" }}); return 'too late';",
+        json!(format!(
+            "sleep 1000 & echo $$ > {}; sleep 1000",
+            pid_file.display()
+        ))
+    );
+    let running = {
+        let registry = registry.clone();
+        tokio::spawn(
+            async move { run(&registry, json!({"code": program, "timeout_ms": 2000})).await },
+        )
+    };
+    let pgid = support::read_pgid(&pid_file).await;
+    let result = running.await.unwrap();
+    assert_eq!(error_of(&result)["kind"], json!("time_limit"));
+    let value = value(&result);
+    assert_eq!(value["calls"][0]["ok"], json!(false));
+    assert_eq!(value["calls"][0]["error"]["code"], json!("ABORTED"));
+    // The run ends only after the nested command's whole process group is gone.
+    assert_eq!(support::live_group_members(pgid), Vec::<i32>::new());
+}
+
 fn tokio_util_token() -> tokio_util::sync::CancellationToken {
     tokio_util::sync::CancellationToken::new()
 }
