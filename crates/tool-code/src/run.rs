@@ -74,6 +74,7 @@ pub(crate) async fn run_code(
         .collect();
 
     let stop = Arc::new(AtomicU8::new(0));
+    let _stop_on_drop = StopOnDrop(Arc::clone(&stop));
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (replies, replies_rx) = std::sync::mpsc::channel();
     let job = EngineJob {
@@ -176,6 +177,21 @@ pub(crate) async fn run_code(
         report.omitted_log_lines,
         calls,
     ))
+}
+
+/// Raises the stop flag when the run's future is dropped before the engine finished (a host
+/// that gives up on the call without cancelling it), so the engine thread never spins on.
+struct StopOnDrop(Arc<AtomicU8>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.compare_exchange(
+            0,
+            StopReason::Cancelled.flag(),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
 }
 
 fn refused(name: &str) -> ToolCallError {
