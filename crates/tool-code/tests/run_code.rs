@@ -498,6 +498,23 @@ return {
     );
 }
 
+#[test]
+fn the_description_carries_the_sdk_declarations() {
+    let registry = registry(CodeModeLimits::default());
+    let description = registry
+        .get("run_code", None)
+        .unwrap()
+        .description()
+        .to_owned();
+    let sdk = registry.code_mode_sdk(None);
+    assert!(
+        description.ends_with(&format!("```ts\n{sdk}```")),
+        "{description}"
+    );
+    assert!(sdk.contains("declare const tools"), "{sdk}");
+    assert!(sdk.contains("  bash: {"), "{sdk}");
+}
+
 #[tokio::test]
 async fn a_program_waiting_on_nothing_is_told_so_at_once() {
     let registry = registry(CodeModeLimits::default());
