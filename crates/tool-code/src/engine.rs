@@ -184,7 +184,7 @@ fn drive(
                 "the program is waiting on a promise that nothing can settle (no tool call is in flight)",
             ));
         }
-        match job.replies.recv() {
+        match wait_for_reply(&job.replies) {
             Ok(HostReply::Settled { id, ok, payload }) => {
                 outstanding.set(outstanding.get().saturating_sub(1));
                 let settled: rquickjs::Result<()> = settle.call((id, ok, payload));
@@ -200,6 +200,26 @@ fn drive(
             }
         }
     }
+}
+
+/// The next reply from the host. A trivial nested call settles within microseconds, far less
+/// than it takes to put a thread to sleep and wake it, so the engine polls briefly (yielding
+/// its core) before it blocks.
+fn wait_for_reply(
+    replies: &std::sync::mpsc::Receiver<HostReply>,
+) -> Result<HostReply, std::sync::mpsc::RecvError> {
+    const POLL_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+    let started = std::time::Instant::now();
+    while started.elapsed() < POLL_FOR {
+        match replies.try_recv() {
+            Ok(reply) => return Ok(reply),
+            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                return Err(std::sync::mpsc::RecvError);
+            }
+        }
+    }
+    replies.recv()
 }
 
 /// The error of a raised stop flag, if it is raised.
