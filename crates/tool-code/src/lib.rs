@@ -40,6 +40,13 @@
 //! # }
 //! ```
 
+#![deny(missing_docs)]
+
+/// The README's example, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod engine;
 mod outcome;
 mod run;
