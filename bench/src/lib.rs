@@ -11,6 +11,7 @@
 //! It deliberately changes nothing in the library crates: it drives their public APIs only.
 
 mod churn;
+mod code_mode;
 mod dispatch;
 mod fanout;
 mod long_session;
@@ -48,7 +49,7 @@ pub struct Benchmark {
 }
 
 /// Every benchmark, in the order they run.
-pub const BENCHMARKS: [Benchmark; 12] = [
+pub const BENCHMARKS: [Benchmark; 13] = [
     dispatch::BENCHMARK,
     validate::BENCHMARK,
     spawn::BENCHMARK,
@@ -61,6 +62,7 @@ pub const BENCHMARKS: [Benchmark; 12] = [
     long_session::BENCHMARK,
     many_agents::BENCHMARK,
     mcp::BENCHMARK,
+    code_mode::BENCHMARK,
 ];
 
 /// The size of every benchmark.
@@ -88,6 +90,8 @@ pub struct Sizes {
     pub many_agents: AgentsSize,
     /// `mcp_call`.
     pub mcp: MicroSize,
+    /// `code_mode_call`: `calls` nested calls from one program.
+    pub code_mode: MicroSize,
 }
 
 const fn rounds(warmup: usize, samples: usize) -> Rounds {
@@ -144,6 +148,10 @@ impl Sizes {
             calls: 2_000,
             rounds: rounds(2, 15),
         },
+        code_mode: MicroSize {
+            calls: 1_000,
+            rounds: rounds(2, 15),
+        },
     };
 
     /// A smoke run well under a minute in release mode: 64 MiB, 10 jobs × 1 MiB, 10 000
@@ -196,6 +204,10 @@ impl Sizes {
             calls: 500,
             rounds: rounds(1, 7),
         },
+        code_mode: MicroSize {
+            calls: 1_000,
+            rounds: rounds(1, 7),
+        },
     };
 
     /// Sizes that only check every benchmark works (`--tiny`, which the crate's test runs in
@@ -244,6 +256,10 @@ impl Sizes {
             rounds: rounds(0, 1),
         },
         mcp: MicroSize {
+            calls: 5,
+            rounds: rounds(0, 1),
+        },
+        code_mode: MicroSize {
             calls: 5,
             rounds: rounds(0, 1),
         },

@@ -28,6 +28,9 @@ mod tests {
         ("job-producer-check", &["dsh-tools", "tool-bash"]),
         // The shared test fixtures, which only tests use (see [`TEST_SUPPORT`]).
         ("dsh-test-support", &["dsh-tools"]),
+        // Code Mode's runtime dispatches nested calls through the registry alone; the tools
+        // it calls (bash among them) are whatever the host registered.
+        ("tool-code", &["dsh-tools"]),
     ];
 
     /// The crate of shared test fixtures: unpublished, and a dev-dependency only, of every

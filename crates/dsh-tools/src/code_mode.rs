@@ -4,10 +4,13 @@
 //! In Code Mode a model writes a program in which every visible tool is
 //! `await tools.<name>(args)`. A successful call resolves to the tool's canonical value after
 //! policy (not its rendered content); a failure rejects with a [`ToolCallError`] that exposes
-//! only `name`, `toolName` and `message`. Output schemas are therefore programmatic APIs.
+//! only `name`, `toolName`, `code` and `message`. Output schemas are therefore programmatic
+//! APIs. The runtime that executes such programs, the `run_code` tool, lives in the
+//! `tool-code` crate.
 
 use crate::call::{Arguments, ToolCall};
-use crate::definition::ToolDefinition;
+use crate::definition::{RESERVED_TOOL_NAME, ToolDefinition};
+use crate::error::FailureCode;
 use crate::exec::ExecContext;
 use crate::json::JsonValue;
 use crate::registry::ToolRegistry;
@@ -18,7 +21,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-/// A failed sub-dispatch, as a Code Mode program sees it: nothing but the tool and a message.
+/// A failed sub-dispatch, as a Code Mode program sees it: the tool, the failure code and a
+/// message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 #[serde(rename_all = "camelCase")]
 #[error("{tool_name}: {message}")]
@@ -27,6 +31,8 @@ pub struct ToolCallError {
     pub name: &'static str,
     /// The tool that failed.
     pub tool_name: String,
+    /// The failure class, so a program can tell a denial from a timeout.
+    pub code: FailureCode,
     /// What went wrong.
     pub message: String,
 }
@@ -61,26 +67,33 @@ impl ToolRegistry {
             signal: parent.signal().clone(),
         };
         let result = self.execute(call).await;
-        let failure = |message: String| ToolCallError {
+        let failure = |code: FailureCode, message: String| ToolCallError {
             name: "ToolCallError",
             tool_name: name.to_owned(),
+            code,
             message,
         };
         if result.is_error {
-            let message = result
-                .error
-                .map(|e| e.message)
-                .unwrap_or_else(|| crate::content_text(&result.content));
-            return Err(failure(message));
+            let (code, message) = result.error.map_or_else(
+                || (FailureCode::ToolError, crate::content_text(&result.content)),
+                |e| (e.code, e.message),
+            );
+            return Err(failure(code, message));
         }
-        result
-            .value
-            .ok_or_else(|| failure(String::from("the tool produced no value")))
+        result.value.ok_or_else(|| {
+            failure(
+                FailureCode::ToolError,
+                String::from("the tool produced no value"),
+            )
+        })
     }
 
-    /// The Code Mode TypeScript declarations for the tools the agent of `session` sees.
+    /// The Code Mode TypeScript declarations for the tools the agent of `session` sees, less
+    /// the Code Mode transport (`run_code`) itself, which a program cannot call.
     pub fn code_mode_sdk(&self, session: Option<&str>) -> String {
-        typescript_declarations(&self.visible(session))
+        let mut tools = self.visible(session);
+        tools.retain(|tool| tool.name != RESERVED_TOOL_NAME);
+        typescript_declarations(&tools)
     }
 }
 
@@ -122,10 +135,18 @@ pub fn typescript_declarations(tools: &[Arc<ToolDefinition>]) -> String {
     let _ = write!(out, "interface ToolArgsMap {{\n{args}}}\n\n");
     let _ = write!(out, "interface ToolOutputMap {{\n{outputs}}}\n\n");
     out.push_str("type ToolName = keyof ToolArgsMap;\n\n");
-    out.push_str("/** A failed tool call: programs see only the tool's name and a message. */\n");
+    out.push_str(
+        "/** A failed tool call: programs see only the tool's name, a failure code and a message. */\n",
+    );
     out.push_str("declare class ToolCallError extends Error {\n");
     out.push_str("  readonly name: \"ToolCallError\";\n");
     out.push_str("  readonly toolName: ToolName;\n");
+    let codes = FailureCode::ALL
+        .iter()
+        .map(|code| format!("\"{code}\""))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let _ = writeln!(out, "  readonly code: {codes};");
     out.push_str("}\n\n");
     out.push_str(
         "/** Each tool resolves to its canonical value, or rejects with ToolCallError. */\n",

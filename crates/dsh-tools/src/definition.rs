@@ -148,6 +148,9 @@ pub struct ToolDefinition {
     pub(crate) concurrency: Option<ConcurrencyFn>,
     pub(crate) present_call: Option<PresentCallFn>,
     pub(crate) present_result: Option<PresentResultFn>,
+    /// Whether this is the Code Mode transport, the one definition that may take the reserved
+    /// name ([`ToolDefinitionBuilder::code_mode_transport`]).
+    pub(crate) code_mode_transport: bool,
 }
 
 impl fmt::Debug for ToolDefinition {
@@ -179,6 +182,7 @@ impl ToolDefinition {
             concurrency: None,
             present_call: None,
             present_result: None,
+            code_mode_transport: false,
         }
     }
 
@@ -267,7 +271,7 @@ impl ToolDefinition {
     /// description, the schemas, the timeout. Every way of building a definition (typed,
     /// builder DSL, raw) ends here.
     pub(crate) fn check(&self) -> Result<(), RegistrationError> {
-        check_name(&self.name)?;
+        check_name(&self.name, self.code_mode_transport)?;
         if self.description.trim().is_empty() {
             return Err(RegistrationError::EmptyDescription {
                 name: self.name.clone(),
@@ -287,7 +291,8 @@ impl ToolDefinition {
     }
 }
 
-fn check_name(name: &str) -> Result<(), RegistrationError> {
+/// Checks a tool name; `transport` lets the Code Mode transport take the reserved name.
+fn check_name(name: &str, transport: bool) -> Result<(), RegistrationError> {
     let valid = (1..=64).contains(&name.len())
         && name
             .bytes()
@@ -297,7 +302,7 @@ fn check_name(name: &str) -> Result<(), RegistrationError> {
             name: name.to_owned(),
         });
     }
-    if name == RESERVED_TOOL_NAME {
+    if name == RESERVED_TOOL_NAME && !transport {
         return Err(RegistrationError::ReservedName {
             name: name.to_owned(),
         });
@@ -341,6 +346,7 @@ pub struct ToolDefinitionBuilder {
     concurrency: Option<ConcurrencyFn>,
     present_call: Option<PresentCallFn>,
     present_result: Option<PresentResultFn>,
+    code_mode_transport: bool,
 }
 
 impl fmt::Debug for ToolDefinitionBuilder {
@@ -482,6 +488,14 @@ impl ToolDefinitionBuilder {
         self
     }
 
+    /// Marks the definition as the Code Mode transport, the tool that runs a model's program
+    /// (the `tool-code` crate's `run_code`). Only such a definition may take the reserved name
+    /// [`RESERVED_TOOL_NAME`]; ordinary tools never need this.
+    pub fn code_mode_transport(mut self) -> Self {
+        self.code_mode_transport = true;
+        self
+    }
+
     /// Finishes the definition, checking the name, the schemas and the timeout.
     pub fn build(self) -> Result<ToolDefinition, RegistrationError> {
         let name = self.name;
@@ -553,6 +567,7 @@ impl ToolDefinitionBuilder {
             concurrency: self.concurrency,
             present_call: self.present_call,
             present_result: self.present_result,
+            code_mode_transport: self.code_mode_transport,
         };
         definition.check()?;
         Ok(definition)
@@ -746,6 +761,7 @@ mod typed {
                 soft_args::<T>(&result_schema, args)
                     .and_then(|a| result_tool.present_result(&a, record))
             })),
+            code_mode_transport: false,
         };
         definition.check()?;
         Ok(definition)

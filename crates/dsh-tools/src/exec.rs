@@ -101,6 +101,15 @@ impl ExecContext {
         self.signal.as_ref().unwrap_or(&self.execution.signal)
     }
 
+    /// A copy of this context whose signal is `signal`. A body that ends its own work early
+    /// (Code Mode's time limit) hands nested calls a child of [`signal`](Self::signal) through
+    /// it, so they are cancelled with the body's work whether the caller or the body ends it.
+    pub fn with_signal(&self, signal: CancellationToken) -> ExecContext {
+        let mut context = self.clone();
+        context.signal = Some(signal);
+        context
+    }
+
     /// The agent the call runs for. Its `inject` can fail once the agent is gone.
     pub fn agent(&self) -> Option<&AgentRef> {
         self.execution.agent.as_ref()

@@ -199,7 +199,7 @@ pub use hooks::{
     PreNext, Restriction,
 };
 pub use layers::{DEFAULT_MAX_ARGUMENT_BYTES, RegistryConfig, ToolsChange, ToolsChangeKind};
-pub use registry::ToolRegistry;
+pub use registry::{ToolRegistry, WeakToolRegistry};
 pub use schema::{
     CompileOptions, CompiledSchema, SchemaCompileError, SchemaError, ValueSchema, Violation,
     strip_strict_nulls, validate,

@@ -54,6 +54,37 @@ impl fmt::Debug for ToolRegistry {
     }
 }
 
+/// A handle on a registry that does not keep it alive ([`ToolRegistry::downgrade`]).
+///
+/// A tool that dispatches into the registry it is registered in (Code Mode's `run_code`)
+/// holds one of these: a strong handle would make a cycle through the tool's definition, and
+/// the registry, with every tool and the resources they own, would never be dropped.
+#[derive(Clone)]
+pub struct WeakToolRegistry {
+    inner: std::sync::Weak<RegistryInner>,
+    global: Scope,
+    agent_scopes: std::sync::Weak<Mutex<HashMap<String, Scope>>>,
+}
+
+impl fmt::Debug for WeakToolRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakToolRegistry")
+            .field("alive", &(self.inner.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakToolRegistry {
+    /// The registry, if it still exists.
+    pub fn upgrade(&self) -> Option<ToolRegistry> {
+        Some(ToolRegistry {
+            inner: self.inner.upgrade()?,
+            global: self.global.clone(),
+            agent_scopes: self.agent_scopes.upgrade()?,
+        })
+    }
+}
+
 impl Default for ToolRegistry {
     fn default() -> Self {
         ToolRegistry::new()
@@ -74,6 +105,16 @@ impl ToolRegistry {
             inner,
             global,
             agent_scopes: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// A handle that does not keep the registry alive, for a tool that dispatches into the
+    /// registry it is registered in.
+    pub fn downgrade(&self) -> WeakToolRegistry {
+        WeakToolRegistry {
+            inner: Arc::downgrade(&self.inner),
+            global: self.global.clone(),
+            agent_scopes: Arc::downgrade(&self.agent_scopes),
         }
     }
 

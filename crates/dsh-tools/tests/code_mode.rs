@@ -105,7 +105,7 @@ async fn call_value_returns_post_policy_values_and_tool_call_errors() {
         expect_value(&result),
         json!({
             "first": {"Ok": {"n": 2, "policy": "applied"}},
-            "second": {"Err": {"name": "ToolCallError", "toolName": "failing", "message": "disk on fire"}},
+            "second": {"Err": {"name": "ToolCallError", "toolName": "failing", "code": "TOOL_ERROR", "message": "disk on fire"}},
         })
     );
     let observed = observed.lock().unwrap().clone();
@@ -310,4 +310,33 @@ void main;
         let (ok, _) = type_check(&sdk, wrong);
         assert!(!ok, "tsc accepted an ill-typed program: {wrong}");
     }
+}
+
+// ----- The Code Mode transport ----------------------------------------------------------------
+
+fn transport(name: &str, opt_in: bool) -> Result<ToolDefinition, dsh_tools::RegistrationError> {
+    let builder = ToolDefinition::builder(name, "Run a program.")
+        .output(ToolOutput::new(ValueSchema::null(), |_, _| Vec::new()))
+        .execute(|_, _| async { Ok(Value::Null) });
+    if opt_in {
+        builder.code_mode_transport().build()
+    } else {
+        builder.build()
+    }
+}
+
+#[test]
+fn only_the_code_mode_transport_takes_the_reserved_name_and_the_sdk_leaves_it_out() {
+    assert!(matches!(
+        transport("run_code", false),
+        Err(dsh_tools::RegistrationError::ReservedName { .. })
+    ));
+    let registry = sdk_registry();
+    let before = registry.code_mode_sdk(None);
+    registry
+        .register(transport("run_code", true).unwrap())
+        .unwrap();
+    assert!(registry.get("run_code", None).is_some());
+    // A program cannot call the transport, so its declarations do not name it.
+    assert_eq!(registry.code_mode_sdk(None), before);
 }

@@ -142,6 +142,9 @@ pub(crate) struct AcpOptions {
     /// Run without background jobs.
     #[arg(long)]
     pub(crate) no_background: bool,
+    /// Leave out Code Mode: no `run_code` tool.
+    #[arg(long)]
+    pub(crate) no_code_mode: bool,
     /// Run `bash` calls without asking the editor first.
     #[arg(long)]
     pub(crate) no_ask: bool,
@@ -223,6 +226,9 @@ pub(crate) struct RunOptions {
     /// Run without background jobs (the bash tool offers no `run_in_background`).
     #[arg(long)]
     pub(crate) no_background: bool,
+    /// Leave out Code Mode: no `run_code` tool (a program that calls the other tools).
+    #[arg(long)]
+    pub(crate) no_code_mode: bool,
     /// Also load the MCP servers of this file (`{"mcpServers": …}`), after `.mcp.json` in the
     /// working directory; may be repeated.
     #[arg(long, value_name = "FILE")]
@@ -326,6 +332,7 @@ mod tests {
             cwd: None,
             json: false,
             no_background: false,
+            no_code_mode: false,
             mcp_config: Vec::new(),
             sandbox: None,
             wait_jobs: Duration::from_secs(300),
@@ -358,6 +365,7 @@ mod tests {
                 system: None,
                 sandbox: Some("off".into()),
                 no_background: false,
+                no_code_mode: false,
                 no_ask: true,
             }))
         );

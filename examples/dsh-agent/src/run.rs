@@ -156,6 +156,15 @@ pub(crate) async fn run(
     let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config, launcher)
         .await
         .map_err(|e| Failure::new(2, format!("{e:#}")))?;
+    // Registered last, so that its description declares every other tool, MCP ones included.
+    let _code_mode = if options.no_code_mode {
+        None
+    } else {
+        Some(
+            tool_code::register_run_code(&registry, tool_code::CodeModeLimits::default())
+                .context("registering run_code")?,
+        )
+    };
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
     let printer = {

@@ -44,6 +44,11 @@ fn the_demo_runs_every_stage_and_exits_zero() {
         "  started background job bash-1",
         "• notice from bash: background job bash-1 (bash: sleep 1; echo \"background work done\") finished [status: completed, exit code: 0]. Read its output with job_output.",
         "  background work done",
+        // One run_code program called bash twice and combined the outputs.
+        "  Returned:",
+        "    \"greeting\": \"hello\",",
+        "    \"lines\": 3",
+        "  Tool calls (2): bash, bash",
         "agent › The background job finished and printed \"background work done\". That is the tour.",
     ] {
         assert!(
@@ -52,6 +57,31 @@ fn the_demo_runs_every_stage_and_exits_zero() {
         );
     }
     assert_eq!(text.matches("— turn ended: completed").count(), 2, "{text}");
+}
+
+#[test]
+fn run_code_is_offered_unless_code_mode_is_left_out() {
+    let dir = scratch();
+    let script = dir.path().join("script.json");
+    std::fs::write(&script, r#"{"steps": [{"text": "nothing to do"}]}"#).unwrap();
+    let tools_line = |extra: &[&str]| {
+        let mut args = vec!["run", "--script", script.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let output = dsh_agent(&args, None);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = stdout(&output);
+        text.lines()
+            .find_map(|l| l.split_once("; tools: ").map(|(_, tools)| tools.to_owned()))
+            .unwrap_or_else(|| panic!("no tools line in:\n{text}"))
+    };
+    assert_eq!(
+        tools_line(&[]),
+        "bash, job_kill, job_list, job_output, run_code"
+    );
+    assert_eq!(
+        tools_line(&["--no-code-mode"]),
+        "bash, job_kill, job_list, job_output"
+    );
 }
 
 const EVENT_TYPES: [&str; 13] = [
@@ -116,7 +146,7 @@ fn a_logged_session_replays_one_card_per_tool_call() {
     let text = stdout(&replayed);
     assert_eq!(
         text.lines().filter(|l| l.starts_with("▶ ")).count(),
-        4,
+        5,
         "{text}"
     );
     let json = dsh_agent(&["replay", log.to_str().unwrap(), "--json"], None);
@@ -128,7 +158,7 @@ fn a_logged_session_replays_one_card_per_tool_call() {
         .iter()
         .map(|c| c["callId"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, vec!["call-1", "call-2", "call-3", "call-4"]);
+    assert_eq!(ids, vec!["call-1", "call-2", "call-3", "call-4", "call-5"]);
     assert_eq!(cards[0]["call"]["card"], "terminal");
     assert_eq!(cards[1]["result"]["exitCode"], 2);
 }

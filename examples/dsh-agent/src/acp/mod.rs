@@ -65,6 +65,7 @@ impl From<AcpOptions> for Config {
                 cwd: None,
                 json: false,
                 no_background: acp.no_background,
+                no_code_mode: acp.no_code_mode,
                 mcp_config: Vec::new(),
                 sandbox: acp.sandbox,
                 wait_jobs: std::time::Duration::ZERO,
@@ -249,6 +250,11 @@ impl Server {
                     .map_err(|e| RpcError::invalid_params(format!("the MCP servers: {e}")))?,
             )
         };
+        // Registered last, as in `run`, so that its description declares every other tool.
+        if !options.no_code_mode {
+            tool_code::register_run_code(&registry, tool_code::CodeModeLimits::default())
+                .map_err(|e| RpcError::internal(format!("registering run_code: {e}")))?;
+        }
         let projection = Arc::new(Mutex::new(Projection::new(
             registry.clone(),
             Some(session_id.clone()),

@@ -1,0 +1,464 @@
+//! The QuickJS side of a run. It lives on its own thread (an engine is neither `Send` nor
+//! async) and talks to the host through two channels: it sends nested calls out and receives
+//! their settlements back, so the engine never waits on a tool while holding the host's task.
+
+// A `ProgramError` is built at most once per run, so its size costs nothing worth boxing for.
+#![allow(clippy::result_large_err)]
+
+use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
+use rquickjs::context::intrinsic;
+use rquickjs::{Context, Ctx, Function, Object, Runtime, Value};
+use serde::Deserialize;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use tokio::sync::mpsc::UnboundedSender;
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// What the engine asks of the host.
+#[derive(Debug)]
+pub(crate) enum EngineEvent {
+    /// A nested `tools.<name>(args)` call, numbered from 1 in the order the program made them.
+    Call {
+        id: u32,
+        name: String,
+        args: serde_json::Value,
+    },
+    /// The run is over.
+    Finished(EngineReport),
+}
+
+/// What the host tells the engine.
+#[derive(Debug)]
+pub(crate) enum HostReply {
+    /// A nested call is over: the canonical value's JSON, or a `ToolCallError`'s.
+    Settled { id: u32, ok: bool, payload: String },
+    /// The stop flag was raised; look at it.
+    Wake,
+}
+
+/// The engine's account of a run.
+#[derive(Debug)]
+pub(crate) struct EngineReport {
+    pub(crate) result: Result<serde_json::Value, ProgramError>,
+    pub(crate) logs: Vec<String>,
+    pub(crate) omitted_log_lines: usize,
+}
+
+/// Everything the engine thread needs.
+pub(crate) struct EngineJob {
+    pub(crate) javascript: String,
+    pub(crate) tool_names: Vec<String>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) memory_bytes: usize,
+    pub(crate) nested_calls: usize,
+    pub(crate) log_bytes: usize,
+    pub(crate) stop: Arc<AtomicU8>,
+    pub(crate) events: UnboundedSender<EngineEvent>,
+    pub(crate) replies: std::sync::mpsc::Receiver<HostReply>,
+}
+
+/// Runs a job to the end and reports it.
+pub(crate) fn run(job: EngineJob) -> EngineReport {
+    let logs = Rc::new(RefCell::new(LogCapture::new(job.log_bytes)));
+    let result = run_program(&job, &logs);
+    let capture = logs.take();
+    let (logs, omitted_log_lines) = capture.finish();
+    EngineReport {
+        result,
+        logs,
+        omitted_log_lines,
+    }
+}
+
+fn run_program(
+    job: &EngineJob,
+    logs: &Rc<RefCell<LogCapture>>,
+) -> Result<serde_json::Value, ProgramError> {
+    let engine_error = |what: &str, error: rquickjs::Error| {
+        ProgramError::new(
+            ProgramErrorKind::Engine,
+            format!("the JavaScript engine failed to {what}: {error}"),
+        )
+    };
+    let runtime = Runtime::new().map_err(|e| engine_error("start", e))?;
+    runtime.set_memory_limit(job.memory_bytes);
+    let stop = Arc::clone(&job.stop);
+    runtime.set_interrupt_handler(Some(Box::new(move || stop.load(Ordering::SeqCst) != 0)));
+    // No Date and no Performance: the program has no clock of its own. Everything else is the
+    // language itself; QuickJS has no file, network or process API unless the host adds one.
+    let context = Context::custom::<(
+        intrinsic::Eval,
+        intrinsic::RegExpCompiler,
+        intrinsic::RegExp,
+        intrinsic::Json,
+        intrinsic::Proxy,
+        intrinsic::MapSet,
+        intrinsic::TypedArrays,
+        intrinsic::Promise,
+        intrinsic::WeakRef,
+    )>(&runtime)
+    .map_err(|e| engine_error("create a context", e))?;
+    let result = context.with(|ctx| drive(&ctx, job, logs));
+    // A memory bomb can fail anywhere, in the program or in the host's own calls into the
+    // engine; whatever the symptom, a run that ended near the limit ended because of it.
+    match result {
+        Err(error) if error.kind != ProgramErrorKind::MemoryLimit && out_of_memory(&error) => {
+            Err(StopReason::MemoryLimit.error(job.memory_bytes))
+        }
+        other => other,
+    }
+}
+
+fn out_of_memory(error: &ProgramError) -> bool {
+    error.message.contains("out of memory") || error.message.contains("Allocation")
+}
+
+/// The outcome the prelude's `watch` reports, as JSON.
+#[derive(Deserialize)]
+struct Watched {
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    stack: Option<String>,
+    #[serde(default, rename = "toolName")]
+    tool_name: Option<String>,
+    #[serde(default)]
+    code: Option<String>,
+}
+
+fn drive(
+    ctx: &Ctx<'_>,
+    job: &EngineJob,
+    logs: &Rc<RefCell<LogCapture>>,
+) -> Result<serde_json::Value, ProgramError> {
+    let outstanding = Rc::new(Cell::new(0usize));
+    install_host_functions(ctx, job, logs, &outstanding).map_err(|e| caught(ctx, e))?;
+    let names = serde_json::to_string(&job.tool_names).unwrap_or_else(|_| String::from("[]"));
+    let prelude: Object<'_> = ctx
+        .eval(PRELUDE.replace("__DSH_TOOL_NAMES__", &names))
+        .map_err(|e| caught(ctx, e))?;
+    let settle: Function<'_> = prelude.get("settle").map_err(|e| caught(ctx, e))?;
+    let watch: Function<'_> = prelude.get("watch").map_err(|e| caught(ctx, e))?;
+
+    // The program is the body of an async function: top-level `await` and `return` work.
+    let wrapped = format!("(async () => {{\n{}\n}})()", job.javascript);
+    let promise: Value<'_> = match ctx.eval(wrapped) {
+        Ok(promise) => promise,
+        Err(error) => {
+            let mut failure = caught(ctx, error);
+            if failure.kind == ProgramErrorKind::Exception
+                && failure.name.as_deref() == Some("SyntaxError")
+            {
+                failure.kind = ProgramErrorKind::Syntax;
+            }
+            return Err(stopped(job).unwrap_or(failure));
+        }
+    };
+    let poll: Function<'_> = watch.call((promise,)).map_err(|e| caught(ctx, e))?;
+
+    loop {
+        while ctx.execute_pending_job() {
+            if job.stop.load(Ordering::SeqCst) != 0 {
+                break;
+            }
+        }
+        if let Some(error) = stopped(job) {
+            return Err(error);
+        }
+        let outcome: Option<String> = poll.call(()).map_err(|e| caught(ctx, e))?;
+        if let Some(outcome) = outcome {
+            return finish(&outcome);
+        }
+        if outstanding.get() == 0 {
+            return Err(ProgramError::new(
+                ProgramErrorKind::Stalled,
+                "the program is waiting on a promise that nothing can settle (no tool call is in flight)",
+            ));
+        }
+        match wait_for_reply(&job.replies) {
+            Ok(HostReply::Settled { id, ok, payload }) => {
+                outstanding.set(outstanding.get().saturating_sub(1));
+                let settled: rquickjs::Result<()> = settle.call((id, ok, payload));
+                if let Err(error) = settled {
+                    return Err(stopped(job).unwrap_or_else(|| caught(ctx, error)));
+                }
+            }
+            Ok(HostReply::Wake) => {}
+            Err(_) => {
+                return Err(stopped(job).unwrap_or_else(|| {
+                    ProgramError::new(ProgramErrorKind::Engine, "the host stopped listening")
+                }));
+            }
+        }
+    }
+}
+
+/// The next reply from the host. A trivial nested call settles within microseconds, far less
+/// than it takes to put a thread to sleep and wake it, so the engine polls briefly (yielding
+/// its core) before it blocks.
+fn wait_for_reply(
+    replies: &std::sync::mpsc::Receiver<HostReply>,
+) -> Result<HostReply, std::sync::mpsc::RecvError> {
+    const POLL_FOR: std::time::Duration = std::time::Duration::from_micros(50);
+    let started = std::time::Instant::now();
+    while started.elapsed() < POLL_FOR {
+        match replies.try_recv() {
+            Ok(reply) => return Ok(reply),
+            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                return Err(std::sync::mpsc::RecvError);
+            }
+        }
+    }
+    replies.recv()
+}
+
+/// The error of a raised stop flag, if it is raised.
+fn stopped(job: &EngineJob) -> Option<ProgramError> {
+    StopReason::from_flag(job.stop.load(Ordering::SeqCst)).map(|reason| match reason {
+        StopReason::MemoryLimit => reason.error(job.memory_bytes),
+        StopReason::NestedCallLimit => reason.error(job.nested_calls),
+        StopReason::TimeLimit => {
+            reason.error(usize::try_from(job.timeout_ms).unwrap_or(usize::MAX))
+        }
+        StopReason::Cancelled => reason.error(0),
+    })
+}
+
+fn finish(outcome: &str) -> Result<serde_json::Value, ProgramError> {
+    let watched: Watched = serde_json::from_str(outcome).map_err(|e| {
+        ProgramError::new(
+            ProgramErrorKind::Engine,
+            format!("the run's outcome could not be read: {e}"),
+        )
+    })?;
+    match watched.kind.as_str() {
+        "value" => {
+            let text = watched.text.unwrap_or_else(|| String::from("null"));
+            serde_json::from_str(&text).map_err(|e| {
+                ProgramError::new(
+                    ProgramErrorKind::NotJson,
+                    format!("the program's returned value could not be read as JSON: {e}"),
+                )
+            })
+        }
+        "not_json" => Err(ProgramError::new(
+            ProgramErrorKind::NotJson,
+            watched.message.unwrap_or_default(),
+        )),
+        _ => {
+            let mut error = ProgramError::new(
+                ProgramErrorKind::Exception,
+                watched.message.unwrap_or_default(),
+            );
+            error.name = watched.name;
+            error.stack = watched.stack;
+            error.tool_name = watched.tool_name;
+            error.code = watched.code;
+            Err(error)
+        }
+    }
+}
+
+/// The exception an engine call left behind, as a program error.
+fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ProgramError {
+    if !matches!(error, rquickjs::Error::Exception) {
+        return ProgramError::new(ProgramErrorKind::Engine, error.to_string());
+    }
+    let thrown = ctx.catch();
+    if let Some(exception) = thrown.as_exception() {
+        let message = exception.message().unwrap_or_default();
+        let name: Option<String> = exception.get("name").ok();
+        let mut failure = ProgramError::new(ProgramErrorKind::Exception, message);
+        failure.stack = exception.stack();
+        if let Some((line, column)) = failure.stack.as_deref().and_then(first_position) {
+            // Line 1 is the wrapper's opening line.
+            failure.line = Some(line.saturating_sub(1).max(1));
+            failure.column = Some(column);
+        }
+        failure.name = name;
+        return failure;
+    }
+    let text: Option<String> = ctx
+        .json_stringify(thrown.clone())
+        .ok()
+        .flatten()
+        .and_then(|s| s.to_string().ok());
+    ProgramError::new(
+        ProgramErrorKind::Exception,
+        format!(
+            "the program threw a value that is not an Error: {}",
+            text.unwrap_or_else(|| String::from("(unprintable)"))
+        ),
+    )
+}
+
+/// The first `:line:column` of a QuickJS stack trace.
+fn first_position(stack: &str) -> Option<(u32, u32)> {
+    stack.lines().find_map(|frame| {
+        let frame = frame.trim().trim_end_matches(')');
+        let mut parts = frame.rsplitn(3, ':');
+        let column = parts.next()?.parse().ok()?;
+        let line = parts.next()?.parse().ok()?;
+        Some((line, column))
+    })
+}
+
+fn install_host_functions<'js>(
+    ctx: &Ctx<'js>,
+    job: &EngineJob,
+    logs: &Rc<RefCell<LogCapture>>,
+    outstanding: &Rc<Cell<usize>>,
+) -> rquickjs::Result<()> {
+    let globals = ctx.globals();
+    let events = job.events.clone();
+    let stop = Arc::clone(&job.stop);
+    let limit = job.nested_calls;
+    let issued = Rc::new(Cell::new(0u32));
+    let in_flight = Rc::clone(outstanding);
+    let call = Function::new(ctx.clone(), move |name: String, args: String| -> u32 {
+        if issued.get() as usize >= limit {
+            let _ = stop.compare_exchange(
+                0,
+                StopReason::NestedCallLimit.flag(),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+            return 0;
+        }
+        let args = match serde_json::from_str(&args) {
+            Ok(args) => args,
+            // The prelude only passes JSON.stringify's output, so this is not expected; the
+            // registry reports unparseable arguments the same way.
+            Err(_) => serde_json::Value::Null,
+        };
+        let id = issued.get() + 1;
+        issued.set(id);
+        in_flight.set(in_flight.get() + 1);
+        if events.send(EngineEvent::Call { id, name, args }).is_err() {
+            in_flight.set(in_flight.get().saturating_sub(1));
+            return 0;
+        }
+        id
+    })?;
+    globals.set("__dsh_call", call)?;
+    let capture = Rc::clone(logs);
+    let log = Function::new(ctx.clone(), move |line: String| {
+        capture.borrow_mut().push(line);
+    })?;
+    globals.set("__dsh_log", log)?;
+    Ok(())
+}
+
+/// `console.log` output: the head and the tail are kept within a byte budget, and what falls
+/// between them is counted and replaced by a note.
+#[derive(Debug, Default)]
+pub(crate) struct LogCapture {
+    half: usize,
+    head: Vec<String>,
+    head_bytes: usize,
+    tail: VecDeque<String>,
+    tail_bytes: usize,
+    omitted_lines: usize,
+    omitted_bytes: usize,
+}
+
+impl LogCapture {
+    pub(crate) fn new(limit_bytes: usize) -> LogCapture {
+        LogCapture {
+            half: limit_bytes / 2,
+            ..LogCapture::default()
+        }
+    }
+
+    pub(crate) fn push(&mut self, line: String) {
+        let line = clip(line, self.half);
+        let len = line.len();
+        if self.tail.is_empty() && self.head_bytes + len <= self.half {
+            self.head_bytes += len;
+            self.head.push(line);
+            return;
+        }
+        self.tail_bytes += len;
+        self.tail.push_back(line);
+        while self.tail_bytes > self.half {
+            let Some(dropped) = self.tail.pop_front() else {
+                break;
+            };
+            self.tail_bytes -= dropped.len();
+            self.omitted_lines += 1;
+            self.omitted_bytes += dropped.len();
+        }
+    }
+
+    /// The kept lines, with a note where lines were left out, and how many were.
+    pub(crate) fn finish(self) -> (Vec<String>, usize) {
+        let mut lines = self.head;
+        if self.omitted_lines > 0 {
+            lines.push(format!(
+                "[… {} lines ({} bytes) of console output omitted; the first and last lines are kept …]",
+                self.omitted_lines, self.omitted_bytes
+            ));
+        }
+        lines.extend(self.tail);
+        (lines, self.omitted_lines)
+    }
+}
+
+/// Cuts a single line longer than `limit` bytes at a character boundary, saying so.
+fn clip(line: String, limit: usize) -> String {
+    if line.len() <= limit {
+        return line;
+    }
+    let mut end = limit;
+    while end > 0 && !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [line cut at {limit} bytes]", &line[..end])
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn logs_keep_head_and_tail_with_a_note() {
+        let mut capture = LogCapture::new(20);
+        for n in 0..10 {
+            capture.push(format!("line{n}"));
+        }
+        let (lines, omitted) = capture.finish();
+        assert_eq!(omitted, 6);
+        assert_eq!(
+            lines,
+            vec![
+                "line0".to_owned(),
+                "line1".to_owned(),
+                "[… 6 lines (30 bytes) of console output omitted; the first and last lines are kept …]"
+                    .to_owned(),
+                "line8".to_owned(),
+                "line9".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn stack_positions_are_read_from_the_first_frame() {
+        assert_eq!(
+            first_position("    at <anonymous> (<input>:3:11)\n    at <eval> (<input>:5:3)\n"),
+            Some((3, 11))
+        );
+        assert_eq!(first_position("no frames"), None);
+    }
+}
