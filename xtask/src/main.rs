@@ -30,8 +30,9 @@ commands:
                                  bilingual pairs and the cookbook wiring
   drift-check --vendor DIR       check a downstream project's vendored docs against the
                                  dsh-tools version its Cargo.lock resolves
-  tidy                           check that the docs' test names and section links resolve, no
-                                 Rust file is over 800 lines without a reason, and no module
+  tidy                           check that the docs' test names and section links resolve,
+                                 nothing cites a document outside the repository, no Rust
+                                 file is over 800 lines without a reason, and no module
                                  imports one that imports it back
   vendor-docs DEST               write the docs with a VERSION stamp and content hashes
   snapshots --references FILE    fail on committed snapshots no test used (run the tests with

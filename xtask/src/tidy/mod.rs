@@ -6,11 +6,13 @@
 //! - `links`: every cited doc section exists: markdown links, and references to markdown
 //!   files with an anchor in the docs and in Rust comments, resolve to a file and, with an
 //!   anchor, to a heading.
+//! - `external`: no Rust comment and no doc cites a document outside the repository.
 //! - `size`: no Rust file is over [`size::BUDGET`] lines unless its first lines give the
 //!   reason on a `Size:` comment line.
 //! - `imports`: no file of a crate imports a file that imports it back, however long the
 //!   circle (a module directory's `mod.rs` and its children are one unit).
 
+mod external;
 mod imports;
 mod links;
 mod names;
@@ -109,6 +111,7 @@ impl Tree {
 pub(crate) fn check(tree: &Tree) -> Vec<String> {
     let mut findings = names::check(tree);
     findings.extend(links::check(tree));
+    findings.extend(external::check(tree));
     findings.extend(size::check(tree));
     findings.extend(imports::check(tree));
     findings
