@@ -30,7 +30,7 @@ commands:
                                  bilingual pairs and the cookbook wiring
   drift-check --vendor DIR       check a downstream project's vendored docs against the
                                  dsh-tools version its Cargo.lock resolves
-  tidy                           check that the docs' test names and section links resolve,
+  tidy [--root DIR]              check (this checkout, or the one at DIR) that the docs' test names and section links resolve,
                                  nothing cites a document outside the repository, no Rust
                                  file is over 800 lines without a reason, and no module
                                  imports one that imports it back
@@ -71,10 +71,12 @@ fn main() -> Result<()> {
             }
         }
         Some("tidy") => {
-            if let Some(unknown) = args.get(1) {
-                bail!("unknown tidy option `{unknown}`\n\n{USAGE}");
-            }
-            let findings = tidy::check(&tidy::Tree::read(&root)?);
+            let checkout = match (args.get(1).map(String::as_str), args.get(2)) {
+                (None, _) => root,
+                (Some("--root"), Some(dir)) => PathBuf::from(dir),
+                _ => bail!("usage: cargo xtask tidy [--root DIR]\n\n{USAGE}"),
+            };
+            let findings = tidy::check(&tidy::Tree::read(&checkout)?);
             for finding in &findings {
                 println!("{finding}");
             }

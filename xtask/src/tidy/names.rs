@@ -2,8 +2,9 @@
 //!
 //! A *test name* is a backticked snake_case identifier of four or more words
 //! (`a_panicking_body_is_contained`), the shape of every test name the docs cite, unless the
-//! Rust source uses it as a field, a binding or a path root (`max_concurrent_jobs_per_owner:`,
-//! `serde_path_to_error::`), which makes it another kind of identifier. A test name resolves
+//! Rust source uses it as a field, a binding, a path root or a whole string literal
+//! (`max_concurrent_jobs_per_owner:`, `serde_path_to_error::`, a benchmark's figure in
+//! quotes), which makes it another kind of identifier. A test name resolves
 //! when some Rust file defines `fn` of that name. Where the doc also says which file (``
 //! `name` in `path.rs` ``, a list of names joined by `,` and `and` before ` in `, or
 //! `` `path.rs`: `name`, `name` `` up to the next `;` or table cell, the colon and the
@@ -116,10 +117,17 @@ fn definitions(tree: &Tree) -> BTreeMap<&str, Vec<&str>> {
     definitions
 }
 
-/// The snake_case identifiers the Rust source uses as fields, bindings or path roots.
+/// The snake_case identifiers the Rust source uses as fields, bindings, path roots or whole
+/// string literals (a benchmark's figure, a JSON key).
 fn other_identifiers(tree: &Tree) -> BTreeSet<&str> {
     let mut found = BTreeSet::new();
     for (_, text) in tree.rust() {
+        found.extend(
+            text.split('"')
+                .skip(1)
+                .step_by(2)
+                .filter(|literal| is_test_name(literal)),
+        );
         for (at, _) in text.match_indices(':') {
             let start = text[..at]
                 .char_indices()
@@ -164,6 +172,7 @@ mod tests {
 fn a_panicking_body_is_contained() {}
 struct Limits { max_concurrent_jobs_per_owner: usize }
 fn x() { serde_path_to_error::deserialize(); }
+const FIGURE: &str = \"program_us_per_call\";
 ";
 
     fn findings(doc: &str) -> Vec<String> {
@@ -181,7 +190,8 @@ fn x() { serde_path_to_error::deserialize(); }
     #[test]
     fn a_renamed_test_is_reported_and_fields_and_crates_are_not_tests() {
         let doc = "Tested by `a_panicking_body_is_contained`.\n\
-                   The `max_concurrent_jobs_per_owner` cap, `serde_path_to_error`, `two_words`.\n\
+                   The `max_concurrent_jobs_per_owner` cap, `serde_path_to_error`, `two_words`, \
+                   `program_us_per_call`.\n\
                    ```text\n`a_test_inside_a_code_block`\n```\n\
                    Tested by `a_panicking_body_is_still_contained`.\n";
         assert_eq!(
