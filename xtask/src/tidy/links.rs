@@ -3,10 +3,10 @@
 //! Read in the docs (outside code blocks): every markdown link `[text](target)` whose target
 //! is neither a URL nor a rustdoc path (`crate::Tool`), and every reference to a markdown
 //! file by a path with a `/` or an anchor after a `#`. Read in Rust comments: every such
-//! reference. A link
-//! resolves against its document's directory; a reference against the directory of the file
-//! that makes it or any directory above it, up to the root. The target must exist, and an
-//! anchor must be the GitHub slug of one of the target's headings (or an HTML `id`/`name`).
+//! reference. A link resolves against its document's directory; a reference against the
+//! directory of the file that makes it or any directory above it, up to the root. The target
+//! must exist, and an anchor must be the GitHub slug of one of the target's headings (or an
+//! HTML `id`/`name`).
 
 use super::{Tree, join, parent, prose_lines};
 use std::collections::BTreeSet;

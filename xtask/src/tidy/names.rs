@@ -4,12 +4,12 @@
 //! (`a_panicking_body_is_contained`), the shape of every test name the docs cite, unless the
 //! Rust source uses it as a field, a binding, a path root or a whole string literal
 //! (`max_concurrent_jobs_per_owner:`, `serde_path_to_error::`, a benchmark's figure in
-//! quotes), which makes it another kind of identifier. A test name resolves
-//! when some Rust file defines `fn` of that name. Where the doc also says which file (``
-//! `name` in `path.rs` ``, a list of names joined by `,` and `and` before ` in `, or
-//! `` `path.rs`: `name`, `name` `` up to the next `;` or table cell, the colon and the
-//! semicolon ASCII or full-width), that file must define
-//! it; a short path (`reliability.rs`, `jobs/settlement.rs`) matches the end of a path.
+//! quotes), which makes it another kind of identifier. A test name resolves when some Rust
+//! file defines a `fn` of that name. Where the doc also says which file, that file must
+//! define it: `` `name` in `path.rs` `` (also after a list of names joined by `,` and `and`),
+//! or `` `path.rs`: `name`, `name` `` up to the next `;` or table cell (the colon and the
+//! semicolon ASCII or full-width). A short path (`reliability.rs`, `jobs/settlement.rs`)
+//! matches the end of a path.
 
 use super::{Tree, code_spans, prose_lines};
 use std::collections::{BTreeMap, BTreeSet};
