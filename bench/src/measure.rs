@@ -107,8 +107,9 @@ impl Measurement {
         text
     }
 
-    /// The JSON object of the `--json` line: the spec's six fields, then the target, whether
-    /// it is met, the sample count and the extras.
+    /// The JSON object of the `--json` line: the six fields that
+    /// docs/performance.md#running-the-benchmarks names first, then the target, whether it is
+    /// met, the sample count and the extras.
     pub fn to_json(&self) -> Value {
         let mut object = Map::new();
         object.insert("name".into(), json!(self.name));

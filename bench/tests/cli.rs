@@ -1,7 +1,9 @@
 //! The binary's contract, and the one run of every benchmark in the crate's tests: with
 //! `--tiny --json` each benchmark runs once at tiny sizes in debug mode, and the last line of
-//! stdout is a JSON array holding every benchmark with the spec's fields, finite positive
-//! figures and, for the benchmarks that stream output, the byte accounting.
+//! stdout is a JSON array holding every benchmark with the fields that
+//! docs/performance.md#running-the-benchmarks lists (`name`, `value`, `unit`, `baseline`,
+//! `baseline_value`, `ratio`), finite positive figures and, for the benchmarks that stream
+//! output, the byte accounting.
 
 #![allow(clippy::expect_used)]
 

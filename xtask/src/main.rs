@@ -1,11 +1,11 @@
 //! Workspace automation: `cargo xtask <command>`. The commands and their options are listed
 //! once, in [`USAGE`] (`cargo xtask help` prints it).
 //!
-//! The modules: `drift` (`drift-check`) with `generate` (the generated doc regions), `vendor`
-//! (`vendor-docs`), `snapshots` (`snapshots`), `mutants` (`mutants`), and two test-only
-//! modules that check the workspace against `cargo metadata`: `architecture` (dependency
-//! direction, purity, features, test support) and `publishing` (what a published crate
-//! carries).
+//! The modules: `drift` (`drift-check`) with `generate` (the generated doc regions), `tidy`
+//! (`tidy`), `vendor` (`vendor-docs`), `snapshots` (`snapshots`), `mutants` (`mutants`), and
+//! two test-only modules that check the workspace against `cargo metadata`: `architecture`
+//! (dependency direction, purity, features, test support) and `publishing` (what a published
+//! crate carries).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,6 +15,7 @@ mod generate;
 mod mutants;
 mod publishing;
 mod snapshots;
+mod tidy;
 mod vendor;
 
 use anyhow::{Context, Result, bail};
@@ -29,6 +30,10 @@ commands:
                                  bilingual pairs and the cookbook wiring
   drift-check --vendor DIR       check a downstream project's vendored docs against the
                                  dsh-tools version its Cargo.lock resolves
+  tidy [--root DIR]              check (this checkout, or the one at DIR) that the docs' test names and section links resolve,
+                                 nothing cites a document outside the repository, no Rust
+                                 file is over 800 lines without a reason, and no module
+                                 imports one that imports it back
   vendor-docs DEST               write the docs with a VERSION stamp and content hashes
   snapshots --references FILE    fail on committed snapshots no test used (run the tests with
                                  INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)
@@ -64,6 +69,24 @@ fn main() -> Result<()> {
                 Some(dir) => check_vendored(&root, &dir),
                 None => check_drift(&root, bless),
             }
+        }
+        Some("tidy") => {
+            let checkout = match (args.get(1).map(String::as_str), args.get(2)) {
+                (None, _) => root,
+                (Some("--root"), Some(dir)) => PathBuf::from(dir),
+                _ => bail!("usage: cargo xtask tidy [--root DIR]\n\n{USAGE}"),
+            };
+            let findings = tidy::check(&tidy::Tree::read(&checkout)?);
+            for finding in &findings {
+                println!("{finding}");
+            }
+            if !findings.is_empty() {
+                bail!("tidy: {} finding(s)", findings.len());
+            }
+            println!(
+                "tidy: the docs' tests and sections resolve, nothing cites an outside document, the files keep their budget, no import circles"
+            );
+            Ok(())
         }
         Some("vendor-docs") => {
             let Some(dest) = args.get(1) else {

@@ -1,11 +1,11 @@
 //! The command supervisor: containment of every process a command starts, however it regroups.
 //!
-//! Why this file is longer than 800 lines: it is all of the crate's `unsafe` code, the harness
-//! side that prepares a supervisor's mapping and the supervisor side that runs on it, with the
-//! soundness argument written once above both. Each half depends on the other's memory layout
-//! (the mapping, the plan, the report words), so splitting them would scatter one safety
-//! argument across files and widen `allow(unsafe_code)` to more modules; it stays one unit to
-//! be reviewed as one.
+//! Size: this file is longer than 800 lines because it is all of the crate's `unsafe` code,
+//! the harness side that prepares a supervisor's mapping and the supervisor side that runs on
+//! it, with the soundness argument written once above both. Each half depends on the other's
+//! memory layout (the mapping, the plan, the report words), so splitting them would scatter
+//! one safety argument across files and widen `allow(unsafe_code)` to more modules; it stays
+//! one unit to be reviewed as one.
 //!
 //! Killing a command's process group misses whatever left the group: job control in the shell
 //! (`set -m`), `setsid`, a program calling `setpgid`/`setsid`, a double fork into a new session.
