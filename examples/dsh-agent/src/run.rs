@@ -372,8 +372,9 @@ pub(crate) fn cancel_when_interrupted(
     })
 }
 
-/// Cancels the agent's turn once stdout fails; the stdout guard in [`registry`] refuses every
-/// command after that, also in turns a job notice opens. The task ends with the runtime.
+/// Cancels the agent's turn once stdout fails; the stdout guard of
+/// [`registry_with`](crate::tools::registry_with) refuses every command after that, also in
+/// turns a job notice opens. The task ends with the runtime.
 pub(crate) fn cancel_when_stdout_closes(agent: &Agent) -> tokio::task::JoinHandle<()> {
     let agent = agent.clone();
     tokio::spawn(async move {
