@@ -373,7 +373,7 @@ pub(crate) fn cancel_when_interrupted(
 }
 
 /// Cancels the agent's turn once stdout fails; the stdout guard of
-/// [`registry_with`](crate::tools::registry_with) refuses every command after that, also in
+/// [`registry_with`] refuses every command after that, also in
 /// turns a job notice opens. The task ends with the runtime.
 pub(crate) fn cancel_when_stdout_closes(agent: &Agent) -> tokio::task::JoinHandle<()> {
     let agent = agent.clone();
