@@ -8,21 +8,28 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{bash_step, run, stdout, text_step, write_script};
+use support::{run, stdout, text_step, write_script};
 
-/// Runs a script writing inside the session's directory and outside it, with `flags`; returns
-/// the `session/start` event and the `bash` results' texts.
-fn session(flags: &[&str]) -> (Value, Vec<String>, bool) {
+/// Runs a script in which `tool` (`bash`, or an MCP server's `bash`) writes inside the
+/// session's directory and outside it, with `flags`, after `prepare` has set up the session's
+/// directory. Returns the `session/start` event, the results' texts, and whether the outside
+/// write went through.
+fn writes_through(
+    tool: &str,
+    prepare: impl FnOnce(&std::path::Path),
+    flags: &[&str],
+) -> (Value, Vec<String>, bool) {
     let workspace = support::scratch();
     let outside = support::scratch();
     let target = outside.path().join("outside");
+    prepare(workspace.path());
+    let call = |id: &str, command: String| {
+        json!({"toolCalls": [{"id": id, "name": tool,
+                              "arguments": {"command": command, "description": "Write"}}]})
+    };
     let steps = json!([
-        bash_step("c1", "echo in > inside && cat inside", "Write inside"),
-        bash_step(
-            "c2",
-            &format!("echo out > '{}'", target.display()),
-            "Write outside"
-        ),
+        call("c1", String::from("echo in > inside && cat inside")),
+        call("c2", format!("echo out > '{}'", target.display())),
         text_step("Done."),
     ]);
     let script = write_script(workspace.path(), steps);
@@ -52,6 +59,11 @@ fn session(flags: &[&str]) -> (Value, Vec<String>, bool) {
         .map(|e| e.to_string())
         .collect();
     (start, results, target.exists())
+}
+
+/// The session's own `bash` writing, with `flags`.
+fn session(flags: &[&str]) -> (Value, Vec<String>, bool) {
+    writes_through("bash", |_| {}, flags)
 }
 
 #[test]
@@ -85,46 +97,18 @@ fn read_only_and_off_are_recorded_and_enforced() {
     assert!(written, "with the sandbox off the write goes through");
 }
 
-/// Runs a script in which a stdio MCP server from `.mcp.json` writes inside the session's
-/// directory and outside it, with `flags`. The server is `dsh-agent mcp` itself, with
-/// `server_flags`. Returns the results' texts and whether the outside write went through.
+/// The `bash` of a stdio MCP server from `.mcp.json` writing, with `flags`. The server is
+/// `dsh-agent mcp` itself, with `server_flags`.
 fn mcp_server_session(flags: &[&str], server_flags: &[&str]) -> (Vec<String>, bool) {
-    let workspace = support::scratch();
-    let outside = support::scratch();
-    let target = outside.path().join("outside");
     let config = json!({"mcpServers": {"inner": {
         "command": env!("CARGO_BIN_EXE_dsh-agent"),
         "args": std::iter::once("mcp").chain(server_flags.iter().copied()).collect::<Vec<_>>()
     }}});
-    std::fs::write(workspace.path().join(".mcp.json"), config.to_string()).unwrap();
-    let call = |id: &str, command: String| {
-        json!({"toolCalls": [{"id": id, "name": "mcp__inner__bash",
-                              "arguments": {"command": command, "description": "Write"}}]})
+    let prepare = |dir: &std::path::Path| {
+        std::fs::write(dir.join(".mcp.json"), config.to_string()).unwrap();
     };
-    let steps = json!([
-        call("c1", String::from("echo in > inside && cat inside")),
-        call("c2", format!("echo out > '{}'", target.display())),
-        text_step("Done."),
-    ]);
-    let script = write_script(workspace.path(), steps);
-    let mut args = vec![
-        "run",
-        "--json",
-        "--script",
-        script.to_str().unwrap(),
-        "--cwd",
-        workspace.path().to_str().unwrap(),
-    ];
-    args.extend_from_slice(flags);
-    let output = run(&args);
-    assert!(output.status.success(), "{output:?}");
-    let results = stdout(&output)
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .filter(|e| e["type"] == "tool/result")
-        .map(|e| e.to_string())
-        .collect();
-    (results, target.exists())
+    let (_, results, written) = writes_through("mcp__inner__bash", prepare, flags);
+    (results, written)
 }
 
 /// The server's own `bash` is not confined (`--sandbox off`): a write outside fails only
