@@ -541,11 +541,13 @@ fn skip_to_boundary(raw: &[u8], at: usize, starts_on_boundary: bool) -> usize {
     let Some(lead) = raw[look_from..at].iter().rposition(|b| !is_continuation(b)) else {
         // A character has at most three continuation bytes: after three, or after a boundary
         // followed only by continuation bytes (each one a lone invalid byte), `at` is a
-        // boundary itself.
+        // boundary itself. Otherwise `raw` begins with fewer than three continuation bytes
+        // before `at`: they and the next ones may finish a character cut off before `raw`,
+        // but only up to the third, after which every position is a boundary.
         return if at - look_from == 3 || starts_on_boundary {
             0
         } else {
-            leading
+            leading.min(3 - at)
         };
     };
     // A byte that is not a continuation byte always starts a character (or an invalid

@@ -285,6 +285,19 @@ fn a_read_keeps_every_character_that_fits() {
     assert_eq!(read.skipped_bytes, 10);
 }
 
+#[test]
+fn a_tail_that_begins_in_a_run_of_continuation_bytes_keeps_all_after_the_third() {
+    // Memory keeps the last 7 bytes: four lone continuation bytes, then `\0aa`. The first
+    // three may finish a character cut off before them; the fourth cannot, so it is a
+    // character of its own (U+FFFD) and fits the tail's 6 bytes with `\0aa`.
+    let (mut c, _dir) = collector(10, u64::MAX);
+    c.push(b"aa");
+    c.push(b"\0\0\0\x80\x80\x80\x80\x80\0aa");
+    let out = c.finish(8);
+    assert_eq!(out.text, format!("aa{}\u{FFFD}\0aa", elision_marker(7)));
+    assert_eq!(out.shown_bytes, 6);
+}
+
 proptest! {
     #[test]
     fn text_is_valid_and_within_budget_for_any_bytes(data in prop::collection::vec(any::<u8>(), 0..2_000), window in 3usize..300) {
@@ -446,7 +459,10 @@ fn skip_to_boundary_finds_the_next_character_start() {
         (b"\x80\x80\x80\x80a", 0, false, 3),
         // Three continuation bytes before `at`: no character reaches past them.
         (b"\x80\x80\x80\x80a", 3, false, 0),
-        (b"\x80\x80\x80\x80a", 2, false, 2),
+        // Fewer than three before `at`, nothing before them: skip only to the third.
+        (b"\x80\x80\x80\x80a", 2, false, 1),
+        (b"\x80\x80\x80\x80a", 1, false, 2),
+        (b"\x80\x80a", 1, false, 1),
         (b"\x80\x80\x80\x80a", 2, true, 0),
         // A lead byte before `at` that its continuation bytes do not complete.
         (b"\xC3\x80\x80a", 2, true, 0),
