@@ -1,44 +1,23 @@
 //! The QuickJS side of a run. It lives on its own thread (an engine is neither `Send` nor
-//! async) and talks to the host through two channels: it sends nested calls out and receives
-//! their settlements back, so the engine never waits on a tool while holding the host's task.
+//! async), with the host's tokio runtime entered so that the program's nested calls run right
+//! here ([`crate::nested`]). The host only watches the clock and the caller's cancellation,
+//! and rings the engine's [`Bell`] when it raises the stop flag.
 
 // A `ProgramError` is built at most once per run, so its size costs nothing worth boxing for.
 #![allow(clippy::result_large_err)]
 
+use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
 use rquickjs::context::intrinsic;
 use rquickjs::{Context, Ctx, Function, Object, Runtime, Value};
 use serde::Deserialize;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use tokio::sync::mpsc::UnboundedSender;
 
 const PRELUDE: &str = include_str!("prelude.js");
-
-/// What the engine asks of the host.
-#[derive(Debug)]
-pub(crate) enum EngineEvent {
-    /// A nested `tools.<name>(args)` call, numbered from 1 in the order the program made them.
-    Call {
-        id: u32,
-        name: String,
-        args: serde_json::Value,
-    },
-    /// The run is over.
-    Finished(EngineReport),
-}
-
-/// What the host tells the engine.
-#[derive(Debug)]
-pub(crate) enum HostReply {
-    /// A nested call is over: the canonical value's JSON, or a `ToolCallError`'s.
-    Settled { id: u32, ok: bool, payload: String },
-    /// The stop flag was raised; look at it.
-    Wake,
-}
 
 /// The engine's account of a run.
 #[derive(Debug)]
@@ -46,6 +25,7 @@ pub(crate) struct EngineReport {
     pub(crate) result: Result<serde_json::Value, ProgramError>,
     pub(crate) logs: Vec<String>,
     pub(crate) omitted_log_lines: usize,
+    pub(crate) calls: Vec<RecordedCall>,
 }
 
 /// Everything the engine thread needs.
@@ -57,26 +37,30 @@ pub(crate) struct EngineJob {
     pub(crate) nested_calls: usize,
     pub(crate) log_bytes: usize,
     pub(crate) stop: Arc<AtomicU8>,
-    pub(crate) events: UnboundedSender<EngineEvent>,
-    pub(crate) replies: std::sync::mpsc::Receiver<HostReply>,
+    pub(crate) bell: Arc<Bell>,
 }
 
-/// Runs a job to the end and reports it.
-pub(crate) fn run(job: EngineJob) -> EngineReport {
+/// Runs a job to the end and reports it. Nested calls still running when the program ends
+/// are cancelled and waited for.
+pub(crate) fn run(job: EngineJob, nested: NestedCalls) -> EngineReport {
     let logs = Rc::new(RefCell::new(LogCapture::new(job.log_bytes)));
-    let result = run_program(&job, &logs);
+    let nested = Rc::new(nested);
+    let result = run_program(&job, &logs, &nested);
     let capture = logs.take();
     let (logs, omitted_log_lines) = capture.finish();
+    let calls = nested.finish(&job.bell);
     EngineReport {
         result,
         logs,
         omitted_log_lines,
+        calls,
     }
 }
 
 fn run_program(
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
+    nested: &Rc<NestedCalls>,
 ) -> Result<serde_json::Value, ProgramError> {
     let engine_error = |what: &str, error: rquickjs::Error| {
         ProgramError::new(
@@ -102,7 +86,7 @@ fn run_program(
         intrinsic::WeakRef,
     )>(&runtime)
     .map_err(|e| engine_error("create a context", e))?;
-    let result = context.with(|ctx| drive(&ctx, job, logs));
+    let result = context.with(|ctx| drive(&ctx, job, logs, nested));
     // A memory bomb can fail anywhere, in the program or in the host's own calls into the
     // engine; whatever the symptom, a run that ended near the limit ended because of it.
     match result {
@@ -139,9 +123,9 @@ fn drive(
     ctx: &Ctx<'_>,
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
+    nested: &Rc<NestedCalls>,
 ) -> Result<serde_json::Value, ProgramError> {
-    let outstanding = Rc::new(Cell::new(0usize));
-    install_host_functions(ctx, job, logs, &outstanding).map_err(|e| caught(ctx, e))?;
+    install_host_functions(ctx, job, logs, nested).map_err(|e| caught(ctx, e))?;
     let names = serde_json::to_string(&job.tool_names).unwrap_or_else(|_| String::from("[]"));
     let prelude: Object<'_> = ctx
         .eval(PRELUDE.replace("__DSH_TOOL_NAMES__", &names))
@@ -178,48 +162,26 @@ fn drive(
         if let Some(outcome) = outcome {
             return finish(&outcome);
         }
-        if outstanding.get() == 0 {
+        let settled = nested.take_settled();
+        if !settled.is_empty() {
+            for settlement in settled {
+                let done: rquickjs::Result<()> =
+                    settle.call((settlement.id, settlement.ok, settlement.payload));
+                if let Err(error) = done {
+                    return Err(stopped(job).unwrap_or_else(|| caught(ctx, error)));
+                }
+            }
+            continue;
+        }
+        if !nested.any_running() {
             return Err(ProgramError::new(
                 ProgramErrorKind::Stalled,
                 "the program is waiting on a promise that nothing can settle (no tool call is in flight)",
             ));
         }
-        match wait_for_reply(&job.replies) {
-            Ok(HostReply::Settled { id, ok, payload }) => {
-                outstanding.set(outstanding.get().saturating_sub(1));
-                let settled: rquickjs::Result<()> = settle.call((id, ok, payload));
-                if let Err(error) = settled {
-                    return Err(stopped(job).unwrap_or_else(|| caught(ctx, error)));
-                }
-            }
-            Ok(HostReply::Wake) => {}
-            Err(_) => {
-                return Err(stopped(job).unwrap_or_else(|| {
-                    ProgramError::new(ProgramErrorKind::Engine, "the host stopped listening")
-                }));
-            }
-        }
+        // A running call or the host's stop flag rings the bell.
+        job.bell.wait();
     }
-}
-
-/// The next reply from the host. A trivial nested call settles within microseconds, far less
-/// than it takes to put a thread to sleep and wake it, so the engine polls briefly (yielding
-/// its core) before it blocks.
-fn wait_for_reply(
-    replies: &std::sync::mpsc::Receiver<HostReply>,
-) -> Result<HostReply, std::sync::mpsc::RecvError> {
-    const POLL_FOR: std::time::Duration = std::time::Duration::from_micros(50);
-    let started = std::time::Instant::now();
-    while started.elapsed() < POLL_FOR {
-        match replies.try_recv() {
-            Ok(reply) => return Ok(reply),
-            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                return Err(std::sync::mpsc::RecvError);
-            }
-        }
-    }
-    replies.recv()
 }
 
 /// The error of a raised stop flag, if it is raised.
@@ -317,39 +279,39 @@ fn install_host_functions<'js>(
     ctx: &Ctx<'js>,
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
-    outstanding: &Rc<Cell<usize>>,
+    nested: &Rc<NestedCalls>,
 ) -> rquickjs::Result<()> {
     let globals = ctx.globals();
-    let events = job.events.clone();
     let stop = Arc::clone(&job.stop);
-    let limit = job.nested_calls;
-    let issued = Rc::new(Cell::new(0u32));
-    let in_flight = Rc::clone(outstanding);
-    let call = Function::new(ctx.clone(), move |name: String, args: String| -> u32 {
-        if issued.get() as usize >= limit {
-            let _ = stop.compare_exchange(
-                0,
-                StopReason::NestedCallLimit.flag(),
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            );
-            return 0;
-        }
-        let args = match serde_json::from_str(&args) {
-            Ok(args) => args,
-            // The prelude only passes JSON.stringify's output, so this is not expected; the
-            // registry reports unparseable arguments the same way.
-            Err(_) => serde_json::Value::Null,
-        };
-        let id = issued.get() + 1;
-        issued.set(id);
-        in_flight.set(in_flight.get() + 1);
-        if events.send(EngineEvent::Call { id, name, args }).is_err() {
-            in_flight.set(in_flight.get().saturating_sub(1));
-            return 0;
-        }
-        id
-    })?;
+    let calls = Rc::clone(nested);
+    // A number is a call still running (its settlement comes later), a string the JSON of a
+    // value the call produced at once, 0 the nested-call limit.
+    let call = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>, name: String, args: String| -> rquickjs::Result<Value<'js>> {
+            let args = match serde_json::from_str(&args) {
+                Ok(args) => args,
+                // The prelude only passes JSON.stringify's output, so this is not expected; the
+                // registry reports unparseable arguments the same way.
+                Err(_) => serde_json::Value::Null,
+            };
+            match calls.start(name, args) {
+                Some(Started::Running(id)) => Ok(Value::new_number(ctx, f64::from(id))),
+                Some(Started::Done(payload)) => {
+                    Ok(rquickjs::String::from_str(ctx, &payload)?.into_value())
+                }
+                None => {
+                    let _ = stop.compare_exchange(
+                        0,
+                        StopReason::NestedCallLimit.flag(),
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    );
+                    Ok(Value::new_number(ctx, 0.0))
+                }
+            }
+        },
+    )?;
     globals.set("__dsh_call", call)?;
     let capture = Rc::clone(logs);
     let log = Function::new(ctx.clone(), move |line: String| {

@@ -48,6 +48,7 @@
 pub struct ReadmeDoctests;
 
 mod engine;
+mod nested;
 mod outcome;
 mod run;
 mod transpile;

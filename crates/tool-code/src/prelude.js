@@ -43,10 +43,12 @@
         }),
       );
     }
-    const id = hostCall(name, text);
+    const started = hostCall(name, text);
+    // A string: the call succeeded at once and this is its value's JSON.
+    if (typeof started === "string") return Promise.resolve(JSON.parse(started));
     // Id 0: the nested-call limit is reached and the run is ending; the promise never settles.
     return new Promise((resolve, reject) => {
-      if (id > 0) pending.set(id, { resolve, reject });
+      if (started > 0) pending.set(started, { resolve, reject });
     });
   };
 

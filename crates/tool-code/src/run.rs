@@ -1,44 +1,20 @@
-//! The host side of a run: it starts the engine thread, dispatches the program's nested calls
-//! through the registry (`call_value`, the full policy pipeline), enforces the wall-time
-//! limit and the caller's cancellation, and assembles the canonical value.
+//! The host side of a run: it starts the engine thread (which makes the program's nested
+//! calls through the registry's `call_value`, the full policy pipeline, see
+//! [`crate::nested`]), enforces the wall-time limit and the caller's cancellation, and
+//! assembles the canonical value.
 
 use crate::CodeModeLimits;
-use crate::engine::{self, EngineEvent, EngineJob, EngineReport, HostReply};
+use crate::engine::{self, EngineJob, EngineReport};
+use crate::nested::{Bell, NestedCalls, RecordedCall};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
 use crate::transpile;
-use dsh_tools::{ExecContext, RESERVED_TOOL_NAME, ToolCallError, ToolError, ToolRegistry};
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use serde::Serialize;
-use serde_json::{Value, json};
+use dsh_tools::{ExecContext, RESERVED_TOOL_NAME, ToolError, ToolRegistry};
+use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// One nested call, as the result records it for replay and audit.
-#[derive(Debug, Serialize)]
-struct RecordedCall {
-    tool: String,
-    arguments: Value,
-    ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[serde(serialize_with = "shared_value")]
-    value: Option<Arc<Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<ToolCallError>,
-}
-
-/// Serialises a shared canonical value without copying it (serde's `rc` feature is off).
-fn shared_value<S: serde::Serializer>(
-    value: &Option<Arc<Value>>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(value) => value.as_ref().serialize(serializer),
-        None => serializer.serialize_none(),
-    }
-}
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 /// Runs one `run_code` call and returns its canonical value.
 pub(crate) async fn run_code(
@@ -72,11 +48,21 @@ pub(crate) async fn run_code(
         .map(|tool| tool.name().to_owned())
         .filter(|name| name != RESERVED_TOOL_NAME)
         .collect();
+    // Nested calls run on the engine thread, inside this runtime.
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|e| ToolError::failed(format!("run_code needs a tokio runtime: {e}")))?;
 
-    let stop = Arc::new(AtomicU8::new(0));
-    let _stop_on_drop = StopOnDrop(Arc::clone(&stop));
-    let (events_tx, mut events) = mpsc::unbounded_channel();
-    let (replies, replies_rx) = std::sync::mpsc::channel();
+    // Nested calls carry a child of the call's signal: the caller's cancellation reaches them,
+    // and so does the end of the run (a time limit, or a program that returned without
+    // awaiting them).
+    let nested_signal = ctx.signal().child_token();
+    let stop = Stop {
+        flag: Arc::new(AtomicU8::new(0)),
+        bell: Arc::new(Bell::default()),
+        nested: nested_signal.clone(),
+    };
+    let nested_ctx = ctx.with_signal(nested_signal);
+    let bell = Arc::clone(&stop.bell);
     let job = EngineJob {
         javascript,
         tool_names,
@@ -84,147 +70,87 @@ pub(crate) async fn run_code(
         memory_bytes: limits.memory_bytes,
         nested_calls: limits.nested_calls,
         log_bytes: limits.log_bytes,
-        stop: Arc::clone(&stop),
-        events: events_tx.clone(),
-        replies: replies_rx,
+        stop: Arc::clone(&stop.flag),
+        bell: Arc::clone(&stop.bell),
     };
+    let (report_tx, mut report_rx) = oneshot::channel();
     std::thread::Builder::new()
         .name(String::from("code-mode"))
         .stack_size(8 * 1024 * 1024)
         .spawn(move || {
-            let report = engine::run(job);
-            let _ = events_tx.send(EngineEvent::Finished(report));
+            let _entered = runtime.enter();
+            let nested = NestedCalls::new(registry, nested_ctx, bell, job.nested_calls);
+            let _ = report_tx.send(engine::run(job, nested));
         })
         .map_err(|e| ToolError::failed(format!("could not start the JavaScript engine: {e}")))?;
+    // From here on, a dropped run stops its engine.
+    let stop = StopOnDrop(stop);
 
-    // Nested calls carry a child of the call's signal: the caller's cancellation reaches them,
-    // and so does the end of the run (a time limit, or a program that returned without
-    // awaiting them).
-    let nested_signal = ctx.signal().child_token();
-    let nested = ctx.with_signal(nested_signal.clone());
-    let raise = |reason: StopReason| {
-        let raised = stop
-            .compare_exchange(0, reason.flag(), Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok();
-        nested_signal.cancel();
-        let _ = replies.send(HostReply::Wake);
-        raised
-    };
-
-    let mut calls: Vec<RecordedCall> = Vec::new();
-    let mut in_flight = FuturesUnordered::new();
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let mut stopping = false;
     let report: EngineReport = loop {
         tokio::select! {
-            event = events.recv() => match event {
-                Some(EngineEvent::Call { id, name, args }) => {
-                    tracing::debug!(tool = %name, id, "code mode nested call");
-                    calls.push(RecordedCall {
-                        tool: name.clone(),
-                        arguments: args.clone(),
-                        ok: false,
-                        value: None,
-                        error: None,
-                    });
-                    let registry = registry.clone();
-                    let nested = nested.clone();
-                    in_flight.push(async move {
-                        let outcome = if name == RESERVED_TOOL_NAME {
-                            Err(refused(&name))
-                        } else {
-                            registry.call_value(&name, args, &nested).await
-                        };
-                        (id, outcome)
-                    });
-                }
-                Some(EngineEvent::Finished(report)) => break report,
-                None => {
-                    break EngineReport {
-                        result: Err(ProgramError::new(
-                            ProgramErrorKind::Engine,
-                            "the JavaScript engine stopped without a report",
-                        )),
-                        logs: Vec::new(),
-                        omitted_log_lines: 0,
-                    };
-                }
+            report = &mut report_rx => match report {
+                Ok(report) => break report,
+                Err(_) => break EngineReport {
+                    result: Err(ProgramError::new(
+                        ProgramErrorKind::Engine,
+                        "the JavaScript engine stopped without a report",
+                    )),
+                    logs: Vec::new(),
+                    omitted_log_lines: 0,
+                    calls: Vec::new(),
+                },
             },
-            Some((id, outcome)) = in_flight.next(), if !in_flight.is_empty() => {
-                let reply = settle(&mut calls, id, outcome);
-                let _ = replies.send(reply);
-            }
             () = &mut deadline, if !stopping => {
                 stopping = true;
-                raise(StopReason::TimeLimit);
+                stop.0.raise(StopReason::TimeLimit);
             }
             () = ctx.signal().cancelled(), if !stopping => {
                 stopping = true;
-                raise(StopReason::Cancelled);
+                stop.0.raise(StopReason::Cancelled);
             }
         }
     };
-    // Calls the program did not wait for are cancelled, and awaited so that nothing they
-    // started outlives the run.
-    nested_signal.cancel();
-    while let Some((id, outcome)) = in_flight.next().await {
-        let _ = settle(&mut calls, id, outcome);
-    }
     Ok(result_value(
         report.result,
         report.logs,
         report.omitted_log_lines,
-        calls,
+        report.calls,
     ))
 }
 
-/// Raises the stop flag when the run's future is dropped before the engine finished (a host
-/// that gives up on the call without cancelling it), so the engine thread never spins on.
-struct StopOnDrop(Arc<AtomicU8>);
+/// How the host stops a running engine: the flag it reads (between JavaScript instructions,
+/// through the interrupt handler), the bell that wakes it when it waits on nested calls, and
+/// the signal of the nested calls.
+struct Stop {
+    flag: Arc<AtomicU8>,
+    bell: Arc<Bell>,
+    nested: CancellationToken,
+}
+
+impl Stop {
+    /// Raises the flag for `reason` (the first reason raised wins), cancels the nested calls
+    /// and wakes the engine.
+    fn raise(&self, reason: StopReason) {
+        let _ = self
+            .flag
+            .compare_exchange(0, reason.flag(), Ordering::SeqCst, Ordering::SeqCst);
+        self.nested.cancel();
+        self.bell.ring();
+    }
+}
+
+/// Stops the engine when the run's future is dropped before the engine finished (a host that
+/// gives up on the call without cancelling it), so the engine thread never spins on. After a
+/// finished run the flag is no longer read.
+struct StopOnDrop(Stop);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let _ = self.0.compare_exchange(
-            0,
-            StopReason::Cancelled.flag(),
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        );
+        self.0.raise(StopReason::Cancelled);
     }
-}
-
-fn refused(name: &str) -> ToolCallError {
-    ToolCallError {
-        name: "ToolCallError",
-        tool_name: name.to_owned(),
-        code: dsh_tools::FailureCode::UnknownTool,
-        message: String::from("`run_code` cannot be called from inside a program"),
-    }
-}
-
-/// Records a nested call's outcome and builds the engine's settlement.
-fn settle(
-    calls: &mut [RecordedCall],
-    id: u32,
-    outcome: Result<Arc<Value>, ToolCallError>,
-) -> HostReply {
-    let record = calls.get_mut((id as usize).saturating_sub(1));
-    let (ok, payload) = match &outcome {
-        Ok(value) => (true, value.to_string()),
-        Err(error) => (
-            false,
-            serde_json::to_string(error).unwrap_or_else(|_| String::from("{}")),
-        ),
-    };
-    if let Some(record) = record {
-        record.ok = ok;
-        match outcome {
-            Ok(value) => record.value = Some(value),
-            Err(error) => record.error = Some(error),
-        }
-    }
-    HostReply::Settled { id, ok, payload }
 }
 
 fn result_value(
@@ -240,11 +166,22 @@ fn result_value(
             serde_json::to_value(error).unwrap_or(Value::Null),
         ),
     };
-    json!({
-        "value": value,
-        "error": error,
-        "logs": logs,
-        "omitted_log_lines": omitted_log_lines,
-        "calls": serde_json::to_value(calls).unwrap_or_else(|_| json!([])),
-    })
+    // Built by moving each part in: `json!` would copy them through the serialiser, which for a
+    // run of many nested calls costs more than the calls.
+    let mut result = serde_json::Map::with_capacity(5);
+    result.insert(String::from("value"), value);
+    result.insert(String::from("error"), error);
+    result.insert(
+        String::from("logs"),
+        Value::Array(logs.into_iter().map(Value::String).collect()),
+    );
+    result.insert(
+        String::from("omitted_log_lines"),
+        Value::from(omitted_log_lines),
+    );
+    result.insert(
+        String::from("calls"),
+        Value::Array(calls.into_iter().map(RecordedCall::into_value).collect()),
+    );
+    Value::Object(result)
 }

@@ -547,3 +547,65 @@ fn run_code_does_not_keep_its_registry_alive() {
     // The registry, and with it every tool and what the tools own, is gone.
     assert_eq!(Arc::strong_count(&marker), 1);
 }
+
+/// A registry with `run_code` and a `later` tool that answers after a timer and a task of its
+/// own: a nested call that cannot settle at once, so the engine must be woken for it.
+fn registry_with_a_waiting_tool() -> ToolRegistry {
+    use dsh_tools::{ToolDefinition, ToolOutput, ValueSchema};
+    let registry = ToolRegistry::new();
+    registry
+        .register(
+            ToolDefinition::builder("later", "Echo `n` after a short wait.")
+                .output(ToolOutput::new(ValueSchema::open_object(), |_, _| {
+                    Vec::new()
+                }))
+                .execute(|args, _| async move {
+                    let n = args["n"].as_i64().unwrap_or(-1);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let doubled = tokio::spawn(async move { n * 2 }).await.unwrap();
+                    Ok(json!({"n": n, "doubled": doubled}))
+                })
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    register_run_code(&registry, CodeModeLimits::default()).unwrap();
+    registry
+}
+
+const WAITING_PROGRAM: &str = r#"
+const results = await Promise.all([1, 2, 3].map((n) => tools.later({ n })));
+return results.map((r) => r.doubled);
+"#;
+
+/// The calls `WAITING_PROGRAM` records.
+fn waiting_calls() -> Value {
+    json!([1, 2, 3]
+        .iter()
+        .map(|n| json!({"tool": "later", "arguments": {"n": n}, "ok": true, "value": {"n": n, "doubled": n * 2}}))
+        .collect::<Vec<_>>())
+}
+
+#[tokio::test]
+async fn nested_calls_that_wait_settle_on_a_single_threaded_runtime() {
+    let result = run(
+        &registry_with_a_waiting_tool(),
+        json!({"code": WAITING_PROGRAM}),
+    )
+    .await;
+    let value = value(&result);
+    assert_eq!(value["value"], json!([2, 4, 6]));
+    assert_eq!(value["calls"], waiting_calls());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_calls_that_wait_settle_on_a_multi_threaded_runtime() {
+    let result = run(
+        &registry_with_a_waiting_tool(),
+        json!({"code": WAITING_PROGRAM}),
+    )
+    .await;
+    let value = value(&result);
+    assert_eq!(value["value"], json!([2, 4, 6]));
+    assert_eq!(value["calls"], waiting_calls());
+}

@@ -1,0 +1,277 @@
+//! The program's nested tool calls, driven on the engine thread.
+//!
+//! A call's future is polled the moment the program makes it, on the engine thread with the
+//! host's tokio runtime entered, so a tool that answers at once (most do) settles without any
+//! thread waking another: an idle CPU takes longer to wake a sleeping thread than a trivial
+//! call takes to run. A call that is not done at once stays here and is polled again when it
+//! wakes the engine, between JavaScript turns; what it waits on (a process, a socket, a timer)
+//! runs on the runtime meanwhile.
+
+use dsh_tools::{ExecContext, RESERVED_TOOL_NAME, ToolCallError, ToolRegistry};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+
+/// Wakes the engine thread: nested calls ring it when they can make progress, and the host
+/// rings it when it raises the stop flag.
+#[derive(Debug, Default)]
+pub(crate) struct Bell {
+    rung: AtomicBool,
+    lock: Mutex<()>,
+    ringing: Condvar,
+}
+
+impl Bell {
+    /// Wakes the engine, now or at its next wait.
+    pub(crate) fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        // Taken so that a ring cannot fall between the waiter's last look and its sleep.
+        let _held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.ringing.notify_one();
+    }
+
+    /// Sleeps until the bell rings (at once if it rang since the last wait).
+    pub(crate) fn wait(&self) {
+        let mut held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !self.rung.swap(false, Ordering::SeqCst) {
+            held = self
+                .ringing
+                .wait(held)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl Wake for Bell {
+    fn wake(self: Arc<Self>) {
+        self.ring();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ring();
+    }
+}
+
+/// One nested call, as the result records it for replay and audit.
+#[derive(Debug)]
+pub(crate) struct RecordedCall {
+    tool: String,
+    arguments: Value,
+    /// `None` while it runs (and for good if the run ended first and it never reported).
+    outcome: Option<Outcome>,
+}
+
+impl RecordedCall {
+    /// The call as the result's `calls` holds it: `tool`, `arguments`, `ok`, and `value` or
+    /// `error`. The value is moved out when no one else holds it.
+    pub(crate) fn into_value(self) -> Value {
+        let mut record = serde_json::Map::with_capacity(4);
+        record.insert(String::from("tool"), Value::String(self.tool));
+        record.insert(String::from("arguments"), self.arguments);
+        match self.outcome {
+            Some(Ok(value)) => {
+                record.insert(String::from("ok"), Value::Bool(true));
+                let value = Arc::try_unwrap(value).unwrap_or_else(|shared| (*shared).clone());
+                record.insert(String::from("value"), value);
+            }
+            Some(Err(error)) => {
+                record.insert(String::from("ok"), Value::Bool(false));
+                record.insert(
+                    String::from("error"),
+                    serde_json::to_value(error).unwrap_or(Value::Null),
+                );
+            }
+            None => {
+                record.insert(String::from("ok"), Value::Bool(false));
+            }
+        }
+        Value::Object(record)
+    }
+}
+
+/// A nested call's outcome, as the engine hands it to the program: its number, whether it
+/// succeeded, and the JSON of its value or of its `ToolCallError`.
+pub(crate) struct Settlement {
+    pub(crate) id: u32,
+    pub(crate) ok: bool,
+    pub(crate) payload: String,
+}
+
+type Outcome = Result<Arc<Value>, ToolCallError>;
+type Running = Pin<Box<dyn Future<Output = (u32, Outcome)>>>;
+
+/// The nested calls of one run.
+pub(crate) struct NestedCalls {
+    registry: ToolRegistry,
+    /// The context nested calls run in: its signal is a child of the `run_code` call's.
+    ctx: ExecContext,
+    waker: Waker,
+    limit: usize,
+    issued: Cell<u32>,
+    running: RefCell<FuturesUnordered<Running>>,
+    settled: RefCell<VecDeque<Settlement>>,
+    calls: RefCell<Vec<RecordedCall>>,
+}
+
+impl NestedCalls {
+    pub(crate) fn new(
+        registry: ToolRegistry,
+        ctx: ExecContext,
+        bell: Arc<Bell>,
+        limit: usize,
+    ) -> NestedCalls {
+        NestedCalls {
+            registry,
+            ctx,
+            waker: Waker::from(bell),
+            limit,
+            issued: Cell::new(0),
+            running: RefCell::new(FuturesUnordered::new()),
+            settled: RefCell::new(VecDeque::new()),
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Starts the program's next call, numbered from 1, and polls it once. `None` when the
+    /// nested-call limit is reached: the call is not made.
+    pub(crate) fn start(&self, name: String, args: Value) -> Option<Started> {
+        if self.issued.get() as usize >= self.limit {
+            return None;
+        }
+        let id = self.issued.get() + 1;
+        self.issued.set(id);
+        tracing::debug!(tool = %name, id, "code mode nested call");
+        self.calls.borrow_mut().push(RecordedCall {
+            tool: name.clone(),
+            arguments: args.clone(),
+            outcome: None,
+        });
+        let mut call: Running = if name == RESERVED_TOOL_NAME {
+            Box::pin(std::future::ready((id, Err(refused(&name)))))
+        } else {
+            let registry = self.registry.clone();
+            let ctx = self.ctx.clone();
+            Box::pin(async move { (id, registry.call_value(&name, args, &ctx).await) })
+        };
+        match call.poll_unpin(&mut Context::from_waker(&self.waker)) {
+            // The common case, handed straight back: no settlement, no promise kept waiting.
+            Poll::Ready((id, Ok(value))) => {
+                let payload = value.to_string();
+                self.record(id, Ok(value));
+                return Some(Started::Done(payload));
+            }
+            Poll::Ready((id, Err(error))) => {
+                let settlement = settlement(id, &Err(error.clone()));
+                self.record(id, Err(error));
+                self.settled.borrow_mut().push_back(settlement);
+            }
+            Poll::Pending => self.running.borrow_mut().push(call),
+        }
+        Some(Started::Running(id))
+    }
+
+    /// The settlements ready for the program: calls done at once, and calls that finished
+    /// since they were last polled.
+    pub(crate) fn take_settled(&self) -> Vec<Settlement> {
+        self.poll_running();
+        self.settled.borrow_mut().drain(..).collect()
+    }
+
+    /// Whether a call is still running (so something may yet settle a promise).
+    pub(crate) fn any_running(&self) -> bool {
+        !self.running.borrow().is_empty()
+    }
+
+    /// Cancels the calls still running and waits for each to end, so that nothing they started
+    /// outlives the run, then returns every call's record.
+    pub(crate) fn finish(&self, bell: &Bell) -> Vec<RecordedCall> {
+        self.ctx.signal().cancel();
+        loop {
+            self.poll_running();
+            if !self.any_running() {
+                break;
+            }
+            bell.wait();
+        }
+        self.calls.take()
+    }
+
+    fn poll_running(&self) {
+        let mut cx = Context::from_waker(&self.waker);
+        loop {
+            let next = self.running.borrow_mut().poll_next_unpin(&mut cx);
+            match next {
+                Poll::Ready(Some((id, outcome))) => {
+                    let settlement = settlement(id, &outcome);
+                    self.record(id, outcome);
+                    self.settled.borrow_mut().push_back(settlement);
+                }
+                Poll::Ready(None) | Poll::Pending => return,
+            }
+        }
+    }
+
+    /// Records a call's outcome for the result.
+    fn record(&self, id: u32, outcome: Outcome) {
+        if let Some(record) = self
+            .calls
+            .borrow_mut()
+            .get_mut((id as usize).saturating_sub(1))
+        {
+            record.outcome = Some(outcome);
+        }
+    }
+}
+
+/// How a call the program made is going.
+pub(crate) enum Started {
+    /// It succeeded at once: the JSON of its value.
+    Done(String),
+    /// It is running (or failed at once); its settlement comes later under this number.
+    Running(u32),
+}
+
+fn settlement(id: u32, outcome: &Outcome) -> Settlement {
+    match outcome {
+        Ok(value) => Settlement {
+            id,
+            ok: true,
+            payload: value.to_string(),
+        },
+        Err(error) => Settlement {
+            id,
+            ok: false,
+            payload: serde_json::to_string(error).unwrap_or_else(|_| String::from("{}")),
+        },
+    }
+}
+
+fn refused(name: &str) -> ToolCallError {
+    ToolCallError {
+        name: "ToolCallError",
+        tool_name: name.to_owned(),
+        code: dsh_tools::FailureCode::UnknownTool,
+        message: String::from("`run_code` cannot be called from inside a program"),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_before_the_wait_is_not_lost_and_is_used_once() {
+        let bell = Bell::default();
+        bell.ring();
+        bell.wait();
+        assert!(!bell.rung.load(Ordering::SeqCst));
+    }
+}
