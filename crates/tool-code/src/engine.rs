@@ -8,7 +8,8 @@
 
 use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
-use rquickjs::context::intrinsic;
+use crate::transpile::SourcePositions;
+use rquickjs::context::{EvalOptions, intrinsic};
 use rquickjs::{Context, Ctx, Function, Object, Runtime, Value};
 use serde::Deserialize;
 use std::cell::RefCell;
@@ -31,6 +32,7 @@ pub(crate) struct EngineReport {
 /// Everything the engine thread needs.
 pub(crate) struct EngineJob {
     pub(crate) javascript: String,
+    pub(crate) positions: SourcePositions,
     pub(crate) tool_names: Vec<String>,
     pub(crate) timeout_ms: u64,
     pub(crate) memory_bytes: usize,
@@ -86,7 +88,9 @@ fn run_program(
         intrinsic::WeakRef,
     )>(&runtime)
     .map_err(|e| engine_error("create a context", e))?;
-    let result = context.with(|ctx| drive(&ctx, job, logs, nested));
+    let result = context
+        .with(|ctx| drive(&ctx, job, logs, nested))
+        .map_err(|error| located(error, &job.positions));
     // A memory bomb can fail anywhere, in the program or in the host's own calls into the
     // engine; whatever the symptom, a run that ended near the limit ended because of it.
     match result {
@@ -127,15 +131,22 @@ fn drive(
 ) -> Result<serde_json::Value, ProgramError> {
     install_host_functions(ctx, job, logs, nested).map_err(|e| caught(ctx, e))?;
     let names = serde_json::to_string(&job.tool_names).unwrap_or_else(|_| String::from("[]"));
+    let mut prelude_options = EvalOptions::default();
+    prelude_options.filename = Some(String::from("prelude"));
     let prelude: Object<'_> = ctx
-        .eval(PRELUDE.replace("__DSH_TOOL_NAMES__", &names))
+        .eval_with_options(
+            PRELUDE.replace("__DSH_TOOL_NAMES__", &names),
+            prelude_options,
+        )
         .map_err(|e| caught(ctx, e))?;
     let settle: Function<'_> = prelude.get("settle").map_err(|e| caught(ctx, e))?;
     let watch: Function<'_> = prelude.get("watch").map_err(|e| caught(ctx, e))?;
 
     // The program is the body of an async function: top-level `await` and `return` work.
     let wrapped = format!("(async () => {{\n{}\n}})()", job.javascript);
-    let promise: Value<'_> = match ctx.eval(wrapped) {
+    let mut options = EvalOptions::default();
+    options.filename = Some(String::from(PROGRAM_FILE));
+    let promise: Value<'_> = match ctx.eval_with_options(wrapped, options) {
         Ok(promise) => promise,
         Err(error) => {
             let mut failure = caught(ctx, error);
@@ -242,11 +253,6 @@ fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ProgramError {
         let name: Option<String> = exception.get("name").ok();
         let mut failure = ProgramError::new(ProgramErrorKind::Exception, message);
         failure.stack = exception.stack();
-        if let Some((line, column)) = failure.stack.as_deref().and_then(first_position) {
-            // Line 1 is the wrapper's opening line.
-            failure.line = Some(line.saturating_sub(1).max(1));
-            failure.column = Some(column);
-        }
         failure.name = name;
         return failure;
     }
@@ -264,15 +270,55 @@ fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ProgramError {
     )
 }
 
-/// The first `:line:column` of a QuickJS stack trace.
-fn first_position(stack: &str) -> Option<(u32, u32)> {
-    stack.lines().find_map(|frame| {
-        let frame = frame.trim().trim_end_matches(')');
-        let mut parts = frame.rsplitn(3, ':');
-        let column = parts.next()?.parse().ok()?;
-        let line = parts.next()?.parse().ok()?;
-        Some((line, column))
-    })
+/// The file name the engine gives the program in stack traces (the prelude is `prelude`).
+const PROGRAM_FILE: &str = "program";
+
+/// Points `error`'s stack at the program as written: each frame in the program gets the line
+/// and column of the code it ran before its types were erased, and frames of the wrapper that
+/// makes the program an async function are left out. The first such frame gives the error's
+/// `line` and `column` when it has none.
+fn located(mut error: ProgramError, positions: &SourcePositions) -> ProgramError {
+    let Some(stack) = error.stack.take() else {
+        return error;
+    };
+    let mut frames = String::with_capacity(stack.len());
+    for frame in stack.lines() {
+        match program_position(frame) {
+            Some((start, end, line, column)) => {
+                // The wrapper's opening line comes before the program's first line.
+                let Some((line, column)) = line
+                    .checked_sub(1)
+                    .and_then(|line| positions.original(line, column))
+                else {
+                    continue;
+                };
+                if error.line.is_none() {
+                    error.line = Some(line);
+                    error.column = Some(column);
+                }
+                frames.push_str(&frame[..start]);
+                frames.push_str(&format!("{line}:{column}"));
+                frames.push_str(&frame[end..]);
+            }
+            None => frames.push_str(frame),
+        }
+        frames.push('\n');
+    }
+    error.stack = Some(frames);
+    error
+}
+
+/// Where a stack frame names a position in the program: the byte range of its `line:column`
+/// and the two numbers.
+fn program_position(frame: &str) -> Option<(usize, usize, u32, u32)> {
+    let marker = format!("{PROGRAM_FILE}:");
+    let start = frame.find(&marker)? + marker.len();
+    let rest = &frame[start..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+        .unwrap_or(rest.len());
+    let (line, column) = rest[..end].split_once(':')?;
+    Some((start, start + end, line.parse().ok()?, column.parse().ok()?))
 }
 
 fn install_host_functions<'js>(
@@ -416,11 +462,33 @@ mod tests {
     }
 
     #[test]
-    fn stack_positions_are_read_from_the_first_frame() {
+    fn stack_frames_point_at_the_program_as_written() {
+        let program = "interface A {\n  x: number;\n}\nfunction inner(a: A) {\n  throw new Error(\"x\");\n}\ninner({ x: 1 });";
+        let positions = crate::transpile::to_javascript(program).unwrap().positions;
+        // Generated: `function inner(a) {` / `\tthrow new Error("x");` / `}` / `inner({ x: 1 });`,
+        // one line down for the wrapper; column 8 of the second is `new`, indented by a tab.
+        let mut error = ProgramError::new(ProgramErrorKind::Exception, "x");
+        error.stack = Some(String::from(
+            "    at inner (program:3:8)\n    at <anonymous> (program:5:1)\n    at settle (prelude:20:5)\n    at <eval> (program:7:1)\n",
+        ));
+        let error = located(error, &positions);
         assert_eq!(
-            first_position("    at <anonymous> (<input>:3:11)\n    at <eval> (<input>:5:3)\n"),
-            Some((3, 11))
+            error.stack.as_deref(),
+            Some(
+                "    at inner (program:5:9)\n    at <anonymous> (program:7:1)\n    at settle (prelude:20:5)\n"
+            )
         );
-        assert_eq!(first_position("no frames"), None);
+        assert_eq!((error.line, error.column), (Some(5), Some(9)));
+    }
+
+    #[test]
+    fn a_frame_names_a_program_position_only_with_both_numbers() {
+        assert_eq!(
+            program_position("    at f (program:3:11)"),
+            Some((18, 22, 3, 11))
+        );
+        assert_eq!(program_position("    at f (program:3)"), None);
+        assert_eq!(program_position("    at f (prelude:3:11)"), None);
+        assert_eq!(program_position("    at native"), None);
     }
 }

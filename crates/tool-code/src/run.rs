@@ -37,8 +37,8 @@ pub(crate) async fn run_code(
         .map_or(limits.timeout, Duration::from_millis)
         .min(limits.max_timeout);
 
-    let javascript = match transpile::to_javascript(&source) {
-        Ok(javascript) => javascript,
+    let program = match transpile::to_javascript(&source) {
+        Ok(program) => program,
         Err(error) => return Ok(result_value(Err(error), Vec::new(), 0, Vec::new())),
     };
     let session = ctx.agent().map(|agent| agent.session_id().to_owned());
@@ -64,7 +64,8 @@ pub(crate) async fn run_code(
     let nested_ctx = ctx.with_signal(nested_signal);
     let bell = Arc::clone(&stop.bell);
     let job = EngineJob {
-        javascript,
+        javascript: program.javascript,
+        positions: program.positions,
         tool_names,
         timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         memory_bytes: limits.memory_bytes,

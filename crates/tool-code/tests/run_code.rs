@@ -609,3 +609,19 @@ async fn nested_calls_that_wait_settle_on_a_multi_threaded_runtime() {
     assert_eq!(value["value"], json!([2, 4, 6]));
     assert_eq!(value["calls"], waiting_calls());
 }
+
+#[tokio::test]
+async fn an_exception_names_its_place_in_the_program_as_written() {
+    let registry = registry(CodeModeLimits::default());
+    // Erasing the interface moves every line up by three; the stack must not.
+    let program = "interface Input {\n  x: number;\n}\nfunction inner(input: Input): number {\n  throw new TypeError('bad input ' + input.x);\n}\nawait Promise.resolve();\ninner({ x: 1 });";
+    let value = value(&run(&registry, json!({"code": program})).await);
+    let error = &value["error"];
+    assert_eq!(error["message"], json!("bad input 1"));
+    // QuickJS places a `throw new …` at the last expression it evaluated: `input.x`.
+    assert_eq!((&error["line"], &error["column"]), (&json!(5), &json!(38)));
+    assert_eq!(
+        error["stack"],
+        json!("    at inner (program:5:38)\n    at <anonymous> (program:8:1)\n")
+    );
+}
