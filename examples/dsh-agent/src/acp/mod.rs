@@ -33,7 +33,6 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 use tool_mcp::{HttpServer, McpConfig, McpOptions, McpServers, ServerConfig, StdioServer};
 use updates::{Mode, Projection};
@@ -97,16 +96,31 @@ pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), F
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match stdin.read_until(b'\n', &mut line).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        match rpc::read_message(&mut stdin, &mut line, rpc::MAX_MESSAGE_BYTES).await {
+            Ok(rpc::Frame::End) => break,
+            Ok(rpc::Frame::Message) => server.receive(&String::from_utf8_lossy(&line)),
+            Ok(rpc::Frame::TooLong) => {
+                tracing::warn!(
+                    limit = rpc::MAX_MESSAGE_BYTES,
+                    "an ACP message over the size limit was discarded"
+                );
+                server.outbox.respond(
+                    Value::Null,
+                    Err(
+                        RpcError::new(rpc::INVALID_REQUEST, "Invalid Request").with_data(json!(
+                            format!(
+                                "a message longer than {} bytes was discarded",
+                                rpc::MAX_MESSAGE_BYTES
+                            )
+                        )),
+                    ),
+                );
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot read stdin");
                 break;
             }
         }
-        server.receive(&String::from_utf8_lossy(&line));
     }
     server.shutdown().await;
     outbox.close();

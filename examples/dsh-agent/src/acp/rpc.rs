@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 /// JSON-RPC's error codes, and ACP's for a resource (here: a session) that does not exist.
@@ -18,6 +18,62 @@ pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
 pub(crate) const INVALID_PARAMS: i64 = -32602;
 pub(crate) const INTERNAL_ERROR: i64 = -32603;
 pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// The longest message a client may send, newline included: a line that never ends must not
+/// grow without bound. Prompts carry text and resource links, far below this.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// What [`read_message`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Frame {
+    /// A message is in the buffer (its last line may lack the newline).
+    Message,
+    /// A line longer than the limit was read and thrown away, up to its newline.
+    TooLong,
+    /// The input is over.
+    End,
+}
+
+/// Reads the next line into `line`, keeping at most `limit` bytes: a longer one is consumed to
+/// its end and reported as [`Frame::TooLong`], with nothing kept.
+pub(crate) async fn read_message<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Frame> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, line.is_empty()) {
+                (true, _) => Frame::TooLong,
+                (false, true) => Frame::End,
+                (false, false) => Frame::Message,
+            });
+        }
+        let (used, ends) = match available.iter().position(|byte| *byte == b'\n') {
+            Some(newline) => (newline + 1, true),
+            None => (available.len(), false),
+        };
+        if !too_long {
+            if line.len() + used > limit {
+                too_long = true;
+                *line = Vec::new();
+            } else {
+                line.extend_from_slice(&available[..used]);
+            }
+        }
+        reader.consume(used);
+        if ends {
+            return Ok(if too_long {
+                Frame::TooLong
+            } else {
+                Frame::Message
+            });
+        }
+    }
+}
 
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq)]
@@ -290,6 +346,41 @@ mod tests {
             }))
         );
         assert_eq!(parse("  "), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_skipped_whole_and_the_next_one_read() {
+        let mut input: &[u8] = b"{\"a\":1}\nxxxxxxxxxxxxxxxxxxxx\n{\"b\":2}\nyyyyyyyyyyyyyyyyyyyy";
+        let mut line = Vec::new();
+        let mut frames = Vec::new();
+        loop {
+            let frame = read_message(&mut input, &mut line, 10).await.unwrap();
+            if frame == Frame::End {
+                break;
+            }
+            frames.push((frame, String::from_utf8(line.clone()).unwrap()));
+        }
+        assert_eq!(
+            frames,
+            vec![
+                (Frame::Message, "{\"a\":1}\n".to_owned()),
+                (Frame::TooLong, String::new()),
+                (Frame::Message, "{\"b\":2}\n".to_owned()),
+                (Frame::TooLong, String::new()),
+            ]
+        );
+        // Exactly the limit, newline included, still fits.
+        let mut input: &[u8] = b"123456789\nabc";
+        assert_eq!(
+            read_message(&mut input, &mut line, 10).await.unwrap(),
+            Frame::Message
+        );
+        assert_eq!(line, b"123456789\n");
+        assert_eq!(
+            read_message(&mut input, &mut line, 10).await.unwrap(),
+            Frame::Message
+        );
+        assert_eq!(line, b"abc");
     }
 
     #[test]
