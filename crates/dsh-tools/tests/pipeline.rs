@@ -432,6 +432,52 @@ async fn a_panicking_body_is_contained() {
     );
 }
 
+#[tokio::test]
+async fn a_call_concludes_the_turn_only_when_its_body_asked_and_it_succeeded() {
+    let def = ToolDefinition::builder("finish", "Maybe end the turn, maybe fail.")
+        .parameters(
+            ValueSchema::closed_object()
+                .property("conclude", ValueSchema::boolean())
+                .property("fail", ValueSchema::boolean()),
+        )
+        .output(ToolOutput::new(ValueSchema::string(), |_, v| {
+            vec![ContentBlock::text(v.as_str().unwrap_or_default())]
+        }))
+        .execute(|args, exec| async move {
+            if args["conclude"] == json!(true) {
+                exec.conclude_turn();
+            }
+            if args["fail"] == json!(true) {
+                Err(ToolError::failed("no"))
+            } else {
+                Ok(json!("done"))
+            }
+        })
+        .build()
+        .unwrap();
+    let registry = ToolRegistry::new();
+    registry.register(def).unwrap();
+    let mut seen = Vec::new();
+    for (conclude, fail) in [(true, false), (true, true), (false, false), (false, true)] {
+        let result = run(
+            &registry,
+            "finish",
+            json!({"conclude": conclude, "fail": fail}),
+        )
+        .await;
+        seen.push((conclude, fail, result.is_error, result.concludes_turn));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (true, false, false, true),
+            (true, true, true, false),
+            (false, false, false, false),
+            (false, true, true, false),
+        ]
+    );
+}
+
 fn exit_tool(value: Value) -> ToolDefinition {
     ToolDefinition::builder("exit", "Report an exit code.")
         .output(ToolOutput::new(

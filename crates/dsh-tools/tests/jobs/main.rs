@@ -235,6 +235,63 @@ async fn preflight_refuses_without_a_controller_for_a_dead_owner_and_past_capaci
     let _third = start_owned(&jobs, &owner, "third", true);
 }
 
+#[tokio::test]
+async fn a_start_whose_producer_is_still_starting_holds_its_place_against_the_limit() {
+    // The producer of the second job starts a third job of the same owner before it returns:
+    // the second is not running yet, but its place is taken, so the third finds the owner at
+    // the limit instead of slipping past it.
+    let jobs = runtime_with(JobsConfig {
+        max_concurrent_jobs_per_owner: 2,
+        ..JobsConfig::default()
+    });
+    let owner = agent("s1");
+    let (first, _first) = start_owned(&jobs, &owner, "first", true);
+    let (third, _third) = producer("bash", "third", true);
+    let nested = Arc::new(Mutex::new(None));
+    let (_finish_second, second_done) = oneshot::channel::<JobOutcome>();
+    let second = {
+        let (jobs, nested) = (jobs.clone(), Arc::clone(&nested));
+        let third_owner: AgentRef = owner.clone();
+        JobStart::new("bash", "second", move || {
+            let started = jobs.start(third.owner(third_owner));
+            *nested.lock().unwrap() = Some(started.map(|id| id.to_string()));
+            Ok(JobHooks::new(|_| {}, async move {
+                second_done.await.map_err(|e| e.into())
+            }))
+        })
+    };
+    let owner_ref: AgentRef = owner.clone();
+    let second = jobs.start(second.owner(owner_ref)).unwrap();
+    let nested = nested.lock().unwrap().take().expect("the producer ran");
+    assert_eq!(
+        nested.map_err(|e| e.to_string()),
+        Err(String::from(
+            "session `s1` already has 2 running jobs (the limit is 2); wait for one to finish or stop one with job_kill"
+        ))
+    );
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("bash-1", "bash-2"),
+        "the refused start used no id"
+    );
+}
+
+#[tokio::test]
+async fn the_runtimes_debug_form_counts_its_jobs_and_says_whether_it_is_torn_down() {
+    let jobs = runtime();
+    assert_eq!(
+        format!("{jobs:?}"),
+        "JobRuntime { jobs: 0, torn_down: false }"
+    );
+    let (start, _control) = producer("bash", "label", true);
+    jobs.start(start).unwrap();
+    jobs.teardown().await;
+    assert_eq!(
+        format!("{jobs:?}"),
+        "JobRuntime { jobs: 1, torn_down: true }"
+    );
+}
+
 #[test]
 fn start_outside_a_tokio_runtime_is_refused_before_run() {
     let jobs = runtime();

@@ -40,6 +40,15 @@ proptest! {
             value
         );
         prop_assert_eq!(validate_value(&schema, &value), validate(&schema, &exact));
+        // Callers that need only the verdict (the concurrency classifier, the soft reading of
+        // a typed tool's arguments) get the same one.
+        prop_assert_eq!(
+            accepts_value(&schema, &value),
+            validate_value(&schema, &value).is_ok(),
+            "schema {} value {}",
+            schema.to_json(),
+            value
+        );
     }
 }
 
