@@ -162,17 +162,20 @@ async fn disposing_an_agent_while_its_woken_turn_gathers_reports_the_notices() {
     );
 }
 
+/// When a model request was made (from the test's start) and the notices it carried.
+type Request = (Duration, Vec<String>);
+
 /// Injects a notice at each of `times` (from the test's start, in paused time) into an idle
 /// agent, opening a woken turn with the first one as the jobs runtime does, and returns when
 /// the turn's first request was made (from the start) and the notices it carried.
-async fn first_woken_request(gather: Duration, times: &[u64]) -> (Duration, Vec<String>) {
+async fn first_woken_request(gather: Duration, times: &[u64]) -> Request {
     let start = tokio::time::Instant::now();
     let directory = AgentDirectory::new().gather_window(gather);
     let registry = ToolRegistry::new();
     let mock = MockAdapter::with_function(|_| Step::from(Response::text("noted")));
     let (agent, _) = recorded(builder(&registry, &mock));
     directory.insert(&agent);
-    let requests: Arc<std::sync::Mutex<Vec<(Duration, Vec<String>)>>> = Arc::default();
+    let requests: Arc<std::sync::Mutex<Vec<Request>>> = Arc::default();
     let _subscription = agent.subscribe({
         let requests = Arc::clone(&requests);
         move |record| {
