@@ -39,10 +39,11 @@ commands:
                                  INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)
   stress [-- TEST-ARGS]          run the heavy reliability suite in release mode
   bench [--quick] [--json]       run the benchmarks against their baselines in release mode
-  mutants [--file F] [--in-diff REV]
+  mutants [--file F] [--in-diff REV] [--whole-suite]
                                  mutation-test the critical files (cargo-mutants, pinned,
-                                 installed into target/tools); fails on missed mutants not
-                                 accepted in xtask/mutants-accepted.txt";
+                                 installed into target/tools), each against its fast set of
+                                 tests (or its crate's whole suite); fails on missed mutants
+                                 not accepted in xtask/mutants-accepted.txt";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

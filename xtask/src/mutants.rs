@@ -2,12 +2,20 @@
 //!
 //! A test suite can be green and still not pin the code that decides what a model sees. This
 //! command runs `cargo-mutants` (a pinned version, installed into `target/tools` when missing)
-//! over a short list of critical files, each against its owning crate's tests, and fails on any
-//! missed mutant that is not listed, with a one-line reason, in [`ACCEPTED`]. It is not part of
-//! `.ci/run`: on two cores a full run takes hours. `docs/reliability.md` records the last run.
+//! over a short list of critical files and fails on any missed mutant that is not listed, with a
+//! one-line reason, in [`ACCEPTED`]. It is not part of `.ci/run`: it is slow on two cores.
+//! `docs/reliability.md` records the last runs.
+//!
+//! By default each file's mutants run against its fast set ([`Critical::fast_set`]): the tests
+//! of its crate that exercise it, one job at a time, with debug info off (every mutant is built
+//! and linked again, and debug info is most of that work). The fast set is sound for the
+//! verdict "caught": the whole suite contains it, so a mutant it catches, the whole suite
+//! catches. A mutant it misses is then worth a run against the whole suite (`--whole-suite`)
+//! before a test is written for it.
 
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,7 +34,16 @@ pub(crate) struct Critical {
     pub(crate) package: &'static str,
     /// What the file decides, in a few words (printed in the report).
     pub(crate) holds: &'static str,
+    /// The `cargo test` arguments that select the file's fast set: the package's tests that
+    /// exercise it (`--lib`, `--test=NAME`, or `--tests` for every test target), without the
+    /// slow rest (doctests, other test binaries).
+    pub(crate) fast_set: &'static [&'static str],
 }
+
+/// The fast set of the agent loop's files: every test target of `agent-loop` (its unit tests
+/// and all its integration tests, which drive turns, notices, sessions and the store), only not
+/// the doctests, which are slow to build and do not run a turn.
+const AGENT_LOOP_FAST_SET: &[&str] = &["--tests"];
 
 /// The critical files.
 pub(crate) const CRITICAL: &[Critical] = &[
@@ -34,36 +51,43 @@ pub(crate) const CRITICAL: &[Critical] = &[
         file: "crates/tool-bash/src/output.rs",
         package: "tool-bash",
         holds: "output windows, incremental reads, skip notes, spill",
+        fast_set: &["--lib", "--test=collector_model"],
     },
     Critical {
         file: "crates/dsh-tools/src/schema/validate.rs",
         package: "dsh-tools",
         holds: "argument validation and its messages",
+        fast_set: &["--lib"],
     },
     Critical {
         file: "crates/dsh-tools/src/jobs/runtime.rs",
         package: "dsh-tools",
         holds: "job settlement",
+        fast_set: &["--test=jobs"],
     },
     Critical {
         file: "crates/dsh-tools/src/jobs/notice.rs",
         package: "dsh-tools",
         holds: "exactly-once completion notices",
+        fast_set: &["--test=jobs"],
     },
     Critical {
         file: "crates/dsh-tools/src/pipeline.rs",
         package: "dsh-tools",
         holds: "the order of the execution stages",
+        fast_set: &["--lib", "--test=pipeline"],
     },
     Critical {
         file: "crates/agent-loop/src/agent/mod.rs",
         package: "agent-loop",
         holds: "the agent loop's notice drain",
+        fast_set: AGENT_LOOP_FAST_SET,
     },
     Critical {
         file: "crates/agent-loop/src/agent/state.rs",
         package: "agent-loop",
         holds: "the inbox and the release of a turn",
+        fast_set: AGENT_LOOP_FAST_SET,
     },
 ];
 
@@ -74,6 +98,8 @@ pub(crate) struct Options {
     pub(crate) file: Option<String>,
     /// Only mutants on lines changed against this git revision.
     pub(crate) in_diff: Option<String>,
+    /// Test each mutant against its crate's whole test suite instead of the file's fast set.
+    pub(crate) whole_suite: bool,
 }
 
 impl Options {
@@ -92,11 +118,71 @@ impl Options {
                             .clone(),
                     );
                 }
+                "--whole-suite" => options.whole_suite = true,
                 unknown => bail!("unknown mutants option `{unknown}`"),
             }
         }
         Ok(options)
     }
+}
+
+/// The longest a mutant's build or tests may take against the fast set, in seconds: a mutant
+/// that makes a loop endless is then counted as caught (timed out) instead of hanging the run.
+const FAST_SET_TIMEOUT: &str = "120";
+/// The same against a crate's whole suite, which takes several times longer.
+const WHOLE_SUITE_TIMEOUT: &str = "600";
+
+/// The environment of cargo-mutants' builds: debug info off (every mutant is linked again, and
+/// debug info is most of the work) and no incremental state (each mutant is built once).
+pub(crate) const BUILD_ENV: &[(&str, &str)] = &[
+    ("CARGO_PROFILE_DEV_DEBUG", "0"),
+    ("CARGO_PROFILE_TEST_DEBUG", "0"),
+    ("CARGO_INCREMENTAL", "0"),
+];
+
+/// The arguments of one `cargo-mutants` run over `critical`, writing to `output`: one job, a
+/// timeout, the file's fast set or (`whole_suite`) its package's whole suite, and only the
+/// mutants on lines of `diff` when one is given.
+pub(crate) fn mutants_args(
+    critical: &Critical,
+    whole_suite: bool,
+    output: &Path,
+    diff: Option<&Path>,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = [
+        "mutants",
+        "--no-shuffle",
+        "--jobs",
+        "1",
+        "--file",
+        critical.file,
+        "--package",
+        critical.package,
+        "--timeout",
+        if whole_suite {
+            WHOLE_SUITE_TIMEOUT
+        } else {
+            FAST_SET_TIMEOUT
+        },
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    if !whole_suite {
+        args.extend(
+            critical
+                .fast_set
+                .iter()
+                .map(|arg| OsString::from(format!("--cargo-test-arg={arg}"))),
+        );
+    }
+    args.push("--output".into());
+    args.push(output.into());
+    if let Some(diff) = diff {
+        args.push("--in-diff".into());
+        args.push(diff.into());
+    }
+    args
 }
 
 /// A mutant's name without its `:line:column` position, so accepted entries survive edits
@@ -214,26 +300,30 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     for critical in selected {
         let slug = critical.file.replace(['/', '.'], "_");
         let output = root.join("target/mutants").join(&slug);
-        println!(
-            "mutants: {} ({}) against {}'s tests",
-            critical.file, critical.holds, critical.package
-        );
+        if options.whole_suite {
+            println!(
+                "mutants: {} ({}) against {}'s whole test suite",
+                critical.file, critical.holds, critical.package
+            );
+        } else {
+            println!(
+                "mutants: {} ({}) against {}'s tests {}",
+                critical.file,
+                critical.holds,
+                critical.package,
+                critical.fast_set.join(" ")
+            );
+        }
         let mut command = Command::new(&binary);
         command
-            .args([
-                "mutants",
-                "--no-shuffle",
-                "--file",
-                critical.file,
-                "--package",
-                critical.package,
-            ])
-            .arg("--output")
-            .arg(&output)
+            .args(mutants_args(
+                critical,
+                options.whole_suite,
+                &output,
+                diff.as_deref(),
+            ))
+            .envs(BUILD_ENV.iter().copied())
             .current_dir(root);
-        if let Some(diff) = &diff {
-            command.arg("--in-diff").arg(diff);
-        }
         // cargo-mutants exits non-zero when mutants are missed; the lists below decide.
         command.status().context("running cargo-mutants")?;
         let out = output.join("mutants.out");
@@ -289,6 +379,136 @@ mod tests {
         );
         assert!(parse_accepted("crates/a/src/b.rs:1:1: x\n").is_err());
         assert!(parse_accepted("crates/a/src/b.rs:1:1: x #  \n").is_err());
+    }
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    const OUTPUT_COLLECTOR: Critical = Critical {
+        file: "crates/tool-bash/src/output.rs",
+        package: "tool-bash",
+        holds: "output windows",
+        fast_set: &["--lib", "--test=collector_model"],
+    };
+
+    #[test]
+    fn by_default_a_file_runs_against_its_fast_set_one_job_at_a_time_with_a_timeout() {
+        let args = mutants_args(
+            &OUTPUT_COLLECTOR,
+            false,
+            Path::new("target/mutants/out"),
+            None,
+        );
+        pretty_assertions::assert_eq!(
+            strings(&args),
+            [
+                "mutants",
+                "--no-shuffle",
+                "--jobs",
+                "1",
+                "--file",
+                "crates/tool-bash/src/output.rs",
+                "--package",
+                "tool-bash",
+                "--timeout",
+                "120",
+                "--cargo-test-arg=--lib",
+                "--cargo-test-arg=--test=collector_model",
+                "--output",
+                "target/mutants/out",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_whole_suite_drops_the_test_selection_and_waits_longer() {
+        let args = mutants_args(
+            &OUTPUT_COLLECTOR,
+            true,
+            Path::new("target/mutants/out"),
+            Some(Path::new("target/mutants/in-diff.patch")),
+        );
+        pretty_assertions::assert_eq!(
+            strings(&args),
+            [
+                "mutants",
+                "--no-shuffle",
+                "--jobs",
+                "1",
+                "--file",
+                "crates/tool-bash/src/output.rs",
+                "--package",
+                "tool-bash",
+                "--timeout",
+                "600",
+                "--output",
+                "target/mutants/out",
+                "--in-diff",
+                "target/mutants/in-diff.patch",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_options_select_a_file_a_diff_and_the_whole_suite() {
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let options = Options::parse(&args(&["--file", "output.rs", "--in-diff", "main"])).unwrap();
+        assert_eq!(options.file.as_deref(), Some("output.rs"));
+        assert_eq!(options.in_diff.as_deref(), Some("main"));
+        assert!(!options.whole_suite);
+        assert!(
+            Options::parse(&args(&["--whole-suite"]))
+                .unwrap()
+                .whole_suite
+        );
+        assert!(Options::parse(&args(&["--file"])).is_err());
+        assert!(Options::parse(&args(&["--in-diff"])).is_err());
+        assert!(Options::parse(&args(&["--fast"])).is_err());
+    }
+
+    #[test]
+    fn builds_for_mutants_have_no_debug_info_and_no_incremental_state() {
+        let env: BTreeSet<(&str, &str)> = BUILD_ENV.iter().copied().collect();
+        for setting in [
+            ("CARGO_PROFILE_DEV_DEBUG", "0"),
+            ("CARGO_PROFILE_TEST_DEBUG", "0"),
+            ("CARGO_INCREMENTAL", "0"),
+        ] {
+            assert!(env.contains(&setting), "{setting:?}");
+        }
+    }
+
+    /// A fast set that named a missing test target would fail every mutant's build, so every
+    /// mutant would count as caught; each `--test=NAME` must be a test of the file's package.
+    #[test]
+    fn every_fast_set_names_the_unit_tests_or_test_targets_of_the_files_package() {
+        let root = crate::workspace_root();
+        for critical in CRITICAL {
+            assert!(!critical.fast_set.is_empty(), "{}", critical.file);
+            let (package_dir, _) = critical.file.split_once("/src/").unwrap();
+            for arg in critical.fast_set {
+                if *arg == "--lib" || *arg == "--tests" {
+                    continue;
+                }
+                let name = arg.strip_prefix("--test=").unwrap_or_else(|| {
+                    panic!(
+                        "{}: `{arg}` is not --lib, --tests or --test=NAME",
+                        critical.file
+                    )
+                });
+                let tests = root.join(package_dir).join("tests");
+                assert!(
+                    tests.join(format!("{name}.rs")).is_file()
+                        || tests.join(name).join("main.rs").is_file(),
+                    "{}: no test target `{name}` in {}",
+                    critical.file,
+                    tests.display()
+                );
+            }
+        }
     }
 
     #[test]

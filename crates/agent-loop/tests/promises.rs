@@ -14,7 +14,7 @@ use agent_loop::{
 use dsh_test_support::echo;
 use dsh_tools::card::TerminalResultView;
 use dsh_tools::jobs::{
-    JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobsConfig, NoticeDelivery,
+    JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart, JobsConfig, NoticeDelivery, TurnOpener,
 };
 use dsh_tools::{
     ContentBlock, InjectedContext, ToolDefinition, ToolOutput, ToolRegistry, ToolResultView,
@@ -160,6 +160,89 @@ async fn disposing_an_agent_while_its_woken_turn_gathers_reports_the_notices() {
             "context/undelivered"
         ]
     );
+}
+
+/// When a model request was made (from the test's start) and the notices it carried.
+type Request = (Duration, Vec<String>);
+
+/// Injects a notice at each of `times` (from the test's start, in paused time) into an idle
+/// agent, opening a woken turn with the first one as the jobs runtime does, and returns when
+/// the turn's first request was made (from the start) and the notices it carried.
+async fn first_woken_request(gather: Duration, times: &[u64]) -> Request {
+    let start = tokio::time::Instant::now();
+    let directory = AgentDirectory::new().gather_window(gather);
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::with_function(|_| Step::from(Response::text("noted")));
+    let (agent, _) = recorded(builder(&registry, &mock));
+    directory.insert(&agent);
+    let requests: Arc<std::sync::Mutex<Vec<Request>>> = Arc::default();
+    let _subscription = agent.subscribe({
+        let requests = Arc::clone(&requests);
+        move |record| {
+            if let SessionEvent::ModelRequest { injected, .. } = &record.event {
+                let notices = injected.iter().map(|c| c.content.clone()).collect();
+                requests.lock().unwrap().push((start.elapsed(), notices));
+            }
+        }
+    });
+    for (i, at) in times.iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_millis(*at)).await;
+        agent
+            .inject(InjectedContext::from_plugin("jobs", format!("notice {i}")))
+            .unwrap();
+        if i == 0 {
+            assert!(directory.open_turn(&agent.handle()));
+        }
+    }
+    directory.wait_woken().await;
+    agent.dispose().await;
+    let first = requests.lock().unwrap().first().cloned();
+    first.unwrap()
+}
+
+fn notices(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("notice {i}")).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_woken_turn_asks_once_a_quiet_period_passes_without_a_notice() {
+    assert_eq!(
+        first_woken_request(Duration::from_millis(100), &[0, 30, 60]).await,
+        (Duration::from_millis(160), notices(0..3))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_woken_turn_gathers_for_at_most_ten_quiet_periods() {
+    // A notice every 30 ms, for longer than ten periods of 100 ms: the turn asks at 1 s, with
+    // the 34 notices that arrived by then (at 0, 30, …, 990 ms).
+    let times: Vec<u64> = (0..50).map(|i| i * 30).collect();
+    assert_eq!(
+        first_woken_request(Duration::from_millis(100), &times).await,
+        (Duration::from_millis(1000), notices(0..34))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_woken_turn_without_a_gather_window_asks_at_once() {
+    assert_eq!(
+        first_woken_request(Duration::ZERO, &[0, 30]).await,
+        (Duration::ZERO, notices(0..1))
+    );
+}
+
+#[tokio::test]
+async fn a_woken_turn_that_finds_no_notice_asks_nothing_and_leaves_the_agent_idle() {
+    let directory = AgentDirectory::new();
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new(Vec::<Step>::new());
+    let (agent, recorder) = recorded(builder(&registry, &mock));
+    directory.insert(&agent);
+    assert!(directory.open_turn(&agent.handle()));
+    directory.wait_woken().await;
+    assert_eq!(mock.requests().len(), 0);
+    assert_eq!(recorder.kinds(), vec!["session/start"]);
+    assert!(!agent.is_busy());
 }
 
 // ----- Unique call ids ----------------------------------------------------------------------

@@ -508,6 +508,60 @@ async fn a_notice_arriving_as_a_turn_ends_finds_the_agent_idle() {
     assert_eq!(*opened.lock().unwrap(), vec![true]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_end_of_a_turn_never_releases_the_turn_opened_after_it() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Response::text("done")]);
+    let (agent, _) = support::agent(&registry, &mock);
+    let directory = AgentDirectory::new();
+    directory.insert(&agent);
+    // A woken turn opens right at `turn/end`, while the first turn's future still holds its
+    // guard; dropping that guard afterwards must leave the woken turn running.
+    let _subscription = agent.subscribe({
+        let (directory, owner) = (directory.clone(), agent.handle());
+        move |record| {
+            if let SessionEvent::TurnEnd { .. } = record.event {
+                assert!(directory.open_turn(&owner));
+            }
+        }
+    });
+    agent.run("hi").await.unwrap();
+    // The woken turn is gathering notices (in paused time): the agent is busy.
+    assert!(agent.is_busy());
+    assert!(matches!(agent.run("again").await, Err(AgentError::Busy(_))));
+    directory.wait_woken().await;
+    assert!(!agent.is_busy());
+}
+
+#[tokio::test]
+async fn a_disposed_subscription_hears_nothing_more_and_the_others_go_on() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([
+        Step::from(Response::text("first")),
+        Response::text("second").into(),
+    ]);
+    let (agent, everything) = support::agent(&registry, &mock);
+    let (first, second) = (support::Recorder::default(), support::Recorder::default());
+    let first_subscription = agent.subscribe(first.sink());
+    let _second_subscription = agent.subscribe(second.sink());
+    let subscribed_at = everything.events().len();
+    agent.run("one").await.unwrap();
+    let first_turn_ended_at = everything.events().len();
+    first_subscription.dispose();
+    agent.run("two").await.unwrap();
+    let all = everything.events();
+    assert_eq!(first.events(), all[subscribed_at..first_turn_ended_at]);
+    assert_eq!(second.events(), all[subscribed_at..]);
+}
+
+#[tokio::test]
+async fn an_agent_debugs_as_its_session() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Response::text("unused")]);
+    let (agent, _) = support::agent(&registry, &mock);
+    assert_eq!(format!("{agent:?}"), r#"Agent { session_id: "s1", .. }"#);
+}
+
 // ----- The pairing property -----------------------------------------------------------------
 
 #[derive(Clone, Debug)]

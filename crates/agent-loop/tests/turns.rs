@@ -100,6 +100,71 @@ async fn injected_context_reaches_the_next_request_and_is_recorded() {
 }
 
 #[tokio::test]
+async fn tools_see_the_session_and_working_directory_of_the_agent_calling_them() {
+    let registry = ToolRegistry::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    {
+        let seen = Arc::clone(&seen);
+        registry
+            .register(tool("whereami", false, move |_, exec| {
+                let agent = exec.agent().unwrap();
+                seen.lock().unwrap().push((
+                    agent.session_id().to_owned(),
+                    agent.cwd().map(std::path::Path::to_path_buf),
+                    agent.is_alive(),
+                ));
+                async { Ok(json!("noted")) }
+            }))
+            .unwrap();
+    }
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([ScriptedCall::json(
+            "c1",
+            "whereami",
+            json!({}),
+        )])),
+        Response::text("done").into(),
+    ]);
+    let (agent, _) = agent(&registry, &mock);
+    agent.run("where are we").await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(
+            String::from("s1"),
+            Some(std::path::PathBuf::from("/work")),
+            true
+        )]
+    );
+}
+
+#[tokio::test]
+async fn run_pending_runs_a_turn_only_for_context_waiting_in_the_inbox() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Response::text("seen")]);
+    let (agent, _) = agent(&registry, &mock);
+    // Nothing waits: no turn, no request, and the agent is left idle.
+    assert_eq!(agent.run_pending().await.unwrap(), None);
+    assert!(mock.requests().is_empty());
+    assert!(!agent.is_busy());
+    agent
+        .inject(InjectedContext::from_plugin("bash", "job bash-1 finished"))
+        .unwrap();
+    let outcome = agent.run_pending().await.unwrap().unwrap();
+    assert_eq!(
+        (outcome.reason, outcome.steps, outcome.text.as_str()),
+        (TurnEndReason::Completed, 1, "seen")
+    );
+    assert_eq!(
+        mock.requests()[0].messages[..],
+        [Message::User {
+            content: "job bash-1 finished".into(),
+            source: Some(ContextSource::plugin("bash")),
+        }]
+    );
+    assert!(agent.pending_contexts().is_empty());
+}
+
+#[tokio::test]
 async fn cancelling_mid_tool_ends_cancelled_and_keeps_every_call_paired() {
     let registry = ToolRegistry::new();
     let started = Arc::new(tokio::sync::Notify::new());
@@ -360,6 +425,53 @@ async fn a_second_turn_while_one_runs_is_refused() {
     assert_eq!(
         running.await.unwrap().unwrap().reason,
         TurnEndReason::Cancelled
+    );
+}
+
+#[tokio::test]
+async fn wait_idle_returns_once_the_running_turn_has_ended() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Step::Hang]);
+    let (agent, recorder) = agent(&registry, &mock);
+    // Idle already: nothing to wait for.
+    agent.wait_idle().await;
+    let running = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.run("one").await })
+    };
+    while !agent.is_busy() {
+        tokio::task::yield_now().await;
+    }
+    let mut idle = std::pin::pin!(agent.wait_idle());
+    assert!(futures::poll!(idle.as_mut()).is_pending());
+    agent.cancel_turn();
+    idle.await;
+    assert!(!agent.is_busy());
+    assert_eq!(
+        recorder.turn_ends(),
+        vec![SessionEvent::TurnEnd {
+            reason: TurnEndReason::Cancelled,
+            steps: 1
+        }]
+    );
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_turn_whose_future_is_dropped_leaves_the_agent_idle() {
+    let registry = ToolRegistry::new();
+    let mock = MockAdapter::new([Step::Hang, Response::text("second").into()]);
+    let (agent, _) = agent(&registry, &mock);
+    let mut first = Box::pin(agent.run("one"));
+    // The model never answers: the turn is running, waiting for it.
+    assert!(futures::poll!(first.as_mut()).is_pending());
+    assert!(agent.is_busy());
+    drop(first);
+    assert!(!agent.is_busy());
+    let second = agent.run("two").await.unwrap();
+    assert_eq!(
+        (second.reason, second.text.as_str()),
+        (TurnEndReason::Completed, "second")
     );
 }
 

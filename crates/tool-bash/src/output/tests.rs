@@ -228,6 +228,47 @@ fn streams_sharing_a_spill_budget_stop_at_it_say_so_and_keep_their_windows() {
     );
 }
 
+/// A sink that grants no room and, like a sink without a budget, names no figure.
+#[derive(Debug)]
+struct Refusing(Temp);
+
+impl SpillSink for Refusing {
+    fn create(&self, label: &str) -> std::io::Result<(File, PathBuf)> {
+        self.0.create(label)
+    }
+
+    fn claim(&self, _bytes: u64) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn a_used_up_budget_of_a_sink_that_names_none_is_reported_without_a_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink: Arc<dyn SpillSink> =
+        Arc::new(Refusing(Temp(tempfile::tempdir_in(dir.path()).unwrap())));
+    let mut c = StreamCollector::new("stdout", 10, 1000, Some(sink));
+    c.push(&[b'x'; 20]);
+    let out = c.finish(10);
+    assert_eq!(
+        (out.spill_path, out.spill_error),
+        (
+            None,
+            Some(String::from("the session's spill budget is used up"))
+        )
+    );
+}
+
+#[test]
+fn a_collector_debugs_as_its_label_and_byte_count() {
+    let (mut c, _dir) = collector(10, 1000);
+    c.push(b"abc");
+    assert_eq!(
+        format!("{c:?}"),
+        r#"StreamCollector { label: "stdout", total: 3, .. }"#
+    );
+}
+
 #[test]
 fn a_read_never_glues_the_head_to_the_tail_across_lost_bytes() {
     // No spill file: memory keeps the first 10 and the last 20 bytes of 100.
