@@ -75,7 +75,17 @@ pub(crate) const CRITICAL: &[Critical] = &[
         file: "crates/dsh-tools/src/pipeline.rs",
         package: "dsh-tools",
         holds: "the order of the execution stages",
-        fast_set: &["--lib", "--test=pipeline"],
+        // The targets of the recorded run (docs/reliability.md): the stage order shows in
+        // cancellation, policy, argument limits, spans and presentation as well.
+        fast_set: &[
+            "--lib",
+            "--test=pipeline",
+            "--test=cancellation",
+            "--test=policy",
+            "--test=argument_limit",
+            "--test=spans",
+            "--test=presentation",
+        ],
     },
     Critical {
         file: "crates/agent-loop/src/agent/mod.rs",
