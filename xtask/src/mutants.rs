@@ -183,7 +183,7 @@ pub(crate) fn mutants_args(
             critical
                 .fast_set
                 .iter()
-                .map(|arg| OsString::from(format!("--cargo-test-arg={arg}"))),
+                .map(|arg| OsString::from(format!("--cargo-arg={arg}"))),
         );
     }
     args.push("--output".into());
@@ -247,8 +247,9 @@ pub(crate) fn unaccepted(missed: &str, accepted: &BTreeSet<String>) -> Vec<Strin
 fn install(root: &Path) -> Result<PathBuf> {
     let tools = root.join("target/tools");
     let binary = tools.join("bin/cargo-mutants");
+    // Run as cargo runs a subcommand: `cargo-mutants --version` alone is a usage error.
     let installed = Command::new(&binary)
-        .arg("--version")
+        .args(["mutants", "--version"])
         .output()
         .ok()
         .is_some_and(|out| String::from_utf8_lossy(&out.stdout).contains(VERSION));
@@ -268,6 +269,22 @@ fn install(root: &Path) -> Result<PathBuf> {
         }
     }
     Ok(binary)
+}
+
+/// Whether cargo-mutants ran to the end: with every mutant caught (0), some missed (2: its
+/// lists decide against the accepted ones) or some timed out (3: a mutant that hangs the tests
+/// is caught). Anything else (bad arguments, failing tests on the unmutated tree, a diff that
+/// does not apply, an internal error, a signal) means the mutants were not judged, which must
+/// never pass for "all caught".
+pub(crate) fn judge_exit(code: Option<i32>) -> Result<()> {
+    match code {
+        Some(0 | 2 | 3) => Ok(()),
+        Some(1) => bail!("cargo-mutants rejected its arguments (exit 1)"),
+        Some(4) => bail!("the tests fail on the unmutated tree (cargo-mutants exit 4)"),
+        Some(5 | 6) => bail!("cargo-mutants could not use the --in-diff patch (exit {code:?})"),
+        Some(other) => bail!("cargo-mutants failed (exit {other})"),
+        None => bail!("cargo-mutants was killed by a signal"),
+    }
 }
 
 fn count_lines(path: &Path) -> usize {
@@ -334,9 +351,17 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
             ))
             .envs(BUILD_ENV.iter().copied())
             .current_dir(root);
-        // cargo-mutants exits non-zero when mutants are missed; the lists below decide.
-        command.status().context("running cargo-mutants")?;
+        // cargo-mutants does not create the directory its output directory goes in.
+        std::fs::create_dir_all(root.join("target/mutants"))?;
+        let status = command.status().context("running cargo-mutants")?;
+        judge_exit(status.code())?;
         let out = output.join("mutants.out");
+        if !out.join("outcomes.json").is_file() {
+            bail!(
+                "cargo-mutants left no report in {}: nothing was tested",
+                out.display()
+            );
+        }
         let missed = std::fs::read_to_string(out.join("missed.txt")).unwrap_or_default();
         let left = unaccepted(&missed, &accepted);
         println!(
@@ -366,6 +391,16 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_finished_run_of_cargo_mutants_is_judged() {
+        for finished in [0, 2, 3] {
+            assert!(judge_exit(Some(finished)).is_ok(), "exit {finished}");
+        }
+        for failed in [Some(1), Some(4), Some(5), Some(6), Some(70), None] {
+            assert!(judge_exit(failed).is_err(), "exit {failed:?}");
+        }
+    }
 
     #[test]
     fn positions_are_dropped_from_mutant_names() {
@@ -425,8 +460,8 @@ mod tests {
                 "tool-bash",
                 "--timeout",
                 "120",
-                "--cargo-test-arg=--lib",
-                "--cargo-test-arg=--test=collector_model",
+                "--cargo-arg=--lib",
+                "--cargo-arg=--test=collector_model",
                 "--output",
                 "target/mutants/out",
             ]
