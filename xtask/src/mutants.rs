@@ -309,6 +309,8 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let accepted =
         parse_accepted(&std::fs::read_to_string(root.join(ACCEPTED)).unwrap_or_default())?;
     let binary = install(root)?;
+    // cargo-mutants does not create the directory its output directory goes in.
+    std::fs::create_dir_all(root.join("target/mutants"))?;
     let diff = match &options.in_diff {
         Some(revision) => {
             let out = Command::new("git")
@@ -317,7 +319,6 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
                 .output()
                 .context("running git diff")?;
             let path = root.join("target/mutants/in-diff.patch");
-            std::fs::create_dir_all(root.join("target/mutants"))?;
             std::fs::write(&path, out.stdout)?;
             Some(path)
         }
@@ -351,8 +352,6 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
             ))
             .envs(BUILD_ENV.iter().copied())
             .current_dir(root);
-        // cargo-mutants does not create the directory its output directory goes in.
-        std::fs::create_dir_all(root.join("target/mutants"))?;
         let status = command.status().context("running cargo-mutants")?;
         judge_exit(status.code())?;
         let out = output.join("mutants.out");

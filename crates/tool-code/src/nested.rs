@@ -11,7 +11,7 @@ use dsh_tools::{ExecContext, RESERVED_TOOL_NAME, ToolCallError, ToolRegistry};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -114,7 +114,6 @@ pub(crate) struct NestedCalls {
     ctx: ExecContext,
     waker: Waker,
     limit: usize,
-    issued: Cell<u32>,
     running: RefCell<FuturesUnordered<Running>>,
     settled: RefCell<VecDeque<Settlement>>,
     calls: RefCell<Vec<RecordedCall>>,
@@ -132,7 +131,6 @@ impl NestedCalls {
             ctx,
             waker: Waker::from(bell),
             limit,
-            issued: Cell::new(0),
             running: RefCell::new(FuturesUnordered::new()),
             settled: RefCell::new(VecDeque::new()),
             calls: RefCell::new(Vec::new()),
@@ -142,17 +140,19 @@ impl NestedCalls {
     /// Starts the program's next call, numbered from 1, and polls it once. `None` when the
     /// nested-call limit is reached: the call is not made.
     pub(crate) fn start(&self, name: String, args: Value) -> Option<Started> {
-        if self.issued.get() as usize >= self.limit {
-            return None;
-        }
-        let id = self.issued.get() + 1;
-        self.issued.set(id);
+        let id = {
+            let mut calls = self.calls.borrow_mut();
+            if calls.len() >= self.limit {
+                return None;
+            }
+            calls.push(RecordedCall {
+                tool: name.clone(),
+                arguments: args.clone(),
+                outcome: None,
+            });
+            u32::try_from(calls.len()).unwrap_or(u32::MAX)
+        };
         tracing::debug!(tool = %name, id, "code mode nested call");
-        self.calls.borrow_mut().push(RecordedCall {
-            tool: name.clone(),
-            arguments: args.clone(),
-            outcome: None,
-        });
         let mut call: Running = if name == RESERVED_TOOL_NAME {
             Box::pin(std::future::ready((id, Err(refused(&name)))))
         } else {
@@ -167,11 +167,7 @@ impl NestedCalls {
                 self.record(id, Ok(value));
                 return Some(Started::Done(payload));
             }
-            Poll::Ready((id, Err(error))) => {
-                let settlement = settlement(id, &Err(error.clone()));
-                self.record(id, Err(error));
-                self.settled.borrow_mut().push_back(settlement);
-            }
+            Poll::Ready((id, failed)) => self.conclude(id, failed),
             Poll::Pending => self.running.borrow_mut().push(call),
         }
         Some(Started::Running(id))
@@ -208,14 +204,17 @@ impl NestedCalls {
         loop {
             let next = self.running.borrow_mut().poll_next_unpin(&mut cx);
             match next {
-                Poll::Ready(Some((id, outcome))) => {
-                    let settlement = settlement(id, &outcome);
-                    self.record(id, outcome);
-                    self.settled.borrow_mut().push_back(settlement);
-                }
+                Poll::Ready(Some((id, outcome))) => self.conclude(id, outcome),
                 Poll::Ready(None) | Poll::Pending => return,
             }
         }
+    }
+
+    /// Records a call's outcome and queues its settlement for the program.
+    fn conclude(&self, id: u32, outcome: Outcome) {
+        let settlement = settlement(id, &outcome);
+        self.record(id, outcome);
+        self.settled.borrow_mut().push_back(settlement);
     }
 
     /// Records a call's outcome for the result.
