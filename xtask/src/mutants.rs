@@ -293,6 +293,60 @@ fn count_lines(path: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// The names of the workspace's packages.
+fn workspace_members(root: &Path) -> Result<Vec<String>> {
+    let output = crate::cargo()
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let names = metadata["packages"]
+        .as_array()
+        .context("cargo metadata lists no packages")?
+        .iter()
+        .filter_map(|package| package["name"].as_str().map(str::to_owned))
+        .collect();
+    Ok(names)
+}
+
+/// Removes the workspace's own crates from the shared target directory `build`, keeping the
+/// built dependencies.
+fn clean_members(root: &Path, build: &Path, members: &[String]) -> Result<()> {
+    if !build.is_dir() {
+        return Ok(());
+    }
+    let mut command = crate::cargo();
+    command
+        .arg("clean")
+        .arg("--target-dir")
+        .arg(build)
+        .current_dir(root);
+    for member in members {
+        command.args(["--package", member]);
+    }
+    let status = command.status().context("running cargo clean")?;
+    if !status.success() {
+        bail!(
+            "cargo clean of the workspace's crates in {} failed",
+            build.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs the mutants of the selected critical files and fails on unaccepted survivors.
 pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let selected: Vec<&Critical> = CRITICAL
@@ -324,8 +378,14 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         }
         None => None,
     };
+    // One target directory for every file's run, so the dependencies are built once, not once
+    // per file in each copy of the tree. The workspace's own crates are cleaned out of it before
+    // each file: a copy's sources must never pass for the last mutant's build.
+    let build = root.join("target/mutants/build");
+    let members = workspace_members(root)?;
     let mut failures = Vec::new();
     for critical in selected {
+        clean_members(root, &build, &members)?;
         let slug = critical.file.replace(['/', '.'], "_");
         let output = root.join("target/mutants").join(&slug);
         if options.whole_suite {
@@ -351,6 +411,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
                 diff.as_deref(),
             ))
             .envs(BUILD_ENV.iter().copied())
+            .env("CARGO_TARGET_DIR", &build)
             .current_dir(root);
         let status = command.status().context("running cargo-mutants")?;
         judge_exit(status.code())?;
