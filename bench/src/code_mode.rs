@@ -112,6 +112,27 @@ fn code_mode_call(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
         || per_call(through_program()),
         || per_call(direct()),
     )?;
+    // What one run costs whatever it calls (thread, engine, prelude, erasure, result), the
+    // part of the overhead that shrinks as a program makes more calls.
+    let empty = || {
+        ToolCall::new(
+            "call-1",
+            "run_code",
+            json!({"code": "return { total: 0 };"}),
+        )
+    };
+    let (empty_us, _) = interleaved(
+        size.rounds,
+        || {
+            runtime.block_on(async {
+                let started = Instant::now();
+                let got = total(&registry, empty()).await;
+                ensure!(got == Some(0), "an empty program computed {got:?}");
+                Ok(started.elapsed().as_nanos() as f64 / 1000.0)
+            })
+        },
+        || Ok(0.0),
+    )?;
     Ok(Measurement {
         name: BENCHMARK.name,
         value: program_us - direct_us,
@@ -120,12 +141,20 @@ fn code_mode_call(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
         baseline_value: direct_us,
         higher_is_better: false,
         target: Target::ValueAtMost(10.0),
-        extras: vec![Extra {
-            key: "program_us_per_call",
-            value: program_us,
-            unit: "µs/call",
-            at_most: None,
-        }],
+        extras: vec![
+            Extra {
+                key: "program_us_per_call",
+                value: program_us,
+                unit: "µs/call",
+                at_most: None,
+            },
+            Extra {
+                key: "empty_program_us",
+                value: empty_us,
+                unit: "µs",
+                at_most: None,
+            },
+        ],
         samples: size.rounds.samples,
     })
 }

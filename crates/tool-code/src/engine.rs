@@ -6,17 +6,18 @@
 // A `ProgramError` is built at most once per run, so its size costs nothing worth boxing for.
 #![allow(clippy::result_large_err)]
 
+use crate::convert;
 use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
 use crate::transpile::SourcePositions;
 use rquickjs::context::{EvalOptions, intrinsic};
-use rquickjs::{Context, Ctx, Function, Object, Runtime, Value};
+use rquickjs::{Array, Context, Ctx, Function, Module, Object, Runtime, Value, WriteOptions};
 use serde::Deserialize;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 const PRELUDE: &str = include_str!("prelude.js");
 
@@ -70,26 +71,14 @@ fn run_program(
             format!("the JavaScript engine failed to {what}: {error}"),
         )
     };
+    let prelude = prelude_bytecode()?;
     let runtime = Runtime::new().map_err(|e| engine_error("start", e))?;
     runtime.set_memory_limit(job.memory_bytes);
     let stop = Arc::clone(&job.stop);
     runtime.set_interrupt_handler(Some(Box::new(move || stop.load(Ordering::SeqCst) != 0)));
-    // No Date and no Performance: the program has no clock of its own. Everything else is the
-    // language itself; QuickJS has no file, network or process API unless the host adds one.
-    let context = Context::custom::<(
-        intrinsic::Eval,
-        intrinsic::RegExpCompiler,
-        intrinsic::RegExp,
-        intrinsic::Json,
-        intrinsic::Proxy,
-        intrinsic::MapSet,
-        intrinsic::TypedArrays,
-        intrinsic::Promise,
-        intrinsic::WeakRef,
-    )>(&runtime)
-    .map_err(|e| engine_error("create a context", e))?;
+    let context = new_context(&runtime).map_err(|e| engine_error("create a context", e))?;
     let result = context
-        .with(|ctx| drive(&ctx, job, logs, nested))
+        .with(|ctx| drive(&ctx, prelude, job, logs, nested))
         .map_err(|error| located(error, &job.positions));
     // A memory bomb can fail anywhere, in the program or in the host's own calls into the
     // engine; whatever the symptom, a run that ended near the limit ended because of it.
@@ -99,6 +88,75 @@ fn run_program(
         }
         other => other,
     }
+}
+
+/// A context with the language and nothing else: no Date and no Performance, so the program
+/// has no clock of its own; QuickJS has no file, network or process API unless the host adds
+/// one.
+fn new_context(runtime: &Runtime) -> rquickjs::Result<Context> {
+    Context::custom::<(
+        intrinsic::Eval,
+        intrinsic::RegExpCompiler,
+        intrinsic::RegExp,
+        intrinsic::Json,
+        intrinsic::Proxy,
+        intrinsic::MapSet,
+        intrinsic::TypedArrays,
+        intrinsic::Promise,
+        intrinsic::WeakRef,
+    )>(runtime)
+}
+
+/// The prelude compiled to bytecode, once per process: parsing it was most of what starting a
+/// run cost.
+static PRELUDE_BYTECODE: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+
+fn prelude_bytecode() -> Result<&'static [u8], ProgramError> {
+    PRELUDE_BYTECODE
+        .get_or_init(compile_prelude)
+        .as_deref()
+        .map_err(|error| {
+            ProgramError::new(
+                ProgramErrorKind::Engine,
+                format!("the Code Mode prelude did not compile: {error}"),
+            )
+        })
+}
+
+fn compile_prelude() -> Result<Vec<u8>, String> {
+    let runtime = Runtime::new().map_err(|e| e.to_string())?;
+    let context = new_context(&runtime).map_err(|e| e.to_string())?;
+    context.with(|ctx| {
+        Module::declare(ctx.clone(), PRELUDE_FILE, PRELUDE)
+            .and_then(|module| module.write(WriteOptions::default()))
+            .map_err(|error| match error {
+                rquickjs::Error::Exception => caught(&ctx, error).message,
+                other => other.to_string(),
+            })
+    })
+}
+
+/// Loads the prelude into the context and calls its `install` with the host's functions and
+/// the tool names; returns its `settle` and `watch`.
+fn install_prelude<'js>(
+    ctx: &Ctx<'js>,
+    bytecode: &'static [u8],
+    host: HostFunctions<'js>,
+    tool_names: &[String],
+) -> rquickjs::Result<(Function<'js>, Function<'js>)> {
+    // SAFETY: `Module::load` needs valid QuickJS bytecode that outlives what it loads (it is read
+    // as ROM data). These bytes are `Module::write`'s output for the prelude, written by this
+    // same QuickJS build in this process, never changed, and kept in a static.
+    #[allow(unsafe_code)]
+    let module = unsafe { Module::load(ctx.clone(), bytecode) }?;
+    let (module, _evaluated) = module.eval()?;
+    let install: Function<'js> = module.get("install")?;
+    let names = Array::new(ctx.clone())?;
+    for (index, name) in tool_names.iter().enumerate() {
+        names.set(index, name.as_str())?;
+    }
+    let hooks: Object<'js> = install.call((host.call, host.ticket, host.log, names))?;
+    Ok((hooks.get("settle")?, hooks.get("watch")?))
 }
 
 fn out_of_memory(error: &ProgramError) -> bool {
@@ -125,22 +183,14 @@ struct Watched {
 
 fn drive(
     ctx: &Ctx<'_>,
+    prelude: &'static [u8],
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
     nested: &Rc<NestedCalls>,
 ) -> Result<serde_json::Value, ProgramError> {
-    install_host_functions(ctx, job, logs, nested).map_err(|e| caught(ctx, e))?;
-    let names = serde_json::to_string(&job.tool_names).unwrap_or_else(|_| String::from("[]"));
-    let mut prelude_options = EvalOptions::default();
-    prelude_options.filename = Some(String::from("prelude"));
-    let prelude: Object<'_> = ctx
-        .eval_with_options(
-            PRELUDE.replace("__DSH_TOOL_NAMES__", &names),
-            prelude_options,
-        )
+    let (settle, watch) = host_functions(ctx, job, logs, nested)
+        .and_then(|host| install_prelude(ctx, prelude, host, &job.tool_names))
         .map_err(|e| caught(ctx, e))?;
-    let settle: Function<'_> = prelude.get("settle").map_err(|e| caught(ctx, e))?;
-    let watch: Function<'_> = prelude.get("watch").map_err(|e| caught(ctx, e))?;
 
     // The program is the body of an async function: top-level `await` and `return` work.
     let wrapped = format!("(async () => {{\n{}\n}})()", job.javascript);
@@ -176,8 +226,9 @@ fn drive(
         let settled = nested.take_settled();
         if !settled.is_empty() {
             for settlement in settled {
-                let done: rquickjs::Result<()> =
-                    settle.call((settlement.id, settlement.ok, settlement.payload));
+                let done = convert::to_js(ctx, &settlement.payload).and_then(|payload| {
+                    settle.call::<_, ()>((settlement.id, settlement.ok, payload))
+                });
                 if let Err(error) = done {
                     return Err(stopped(job).unwrap_or_else(|| caught(ctx, error)));
                 }
@@ -270,8 +321,11 @@ fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ProgramError {
     )
 }
 
-/// The file name the engine gives the program in stack traces (the prelude is `prelude`).
+/// The file name the engine gives the program in stack traces.
 const PROGRAM_FILE: &str = "program";
+
+/// The prelude's module name, which its stack frames carry.
+const PRELUDE_FILE: &str = "prelude";
 
 /// Points `error`'s stack at the program as written: each frame in the program gets the line
 /// and column of the code it ran before its types were erased, and frames of the wrapper that
@@ -321,30 +375,63 @@ fn program_position(frame: &str) -> Option<(usize, usize, u32, u32)> {
     Some((start, start + end, line.parse().ok()?, column.parse().ok()?))
 }
 
-fn install_host_functions<'js>(
+/// What a nested call that did not succeed at once left for the prelude's `ticket`.
+enum Ticket {
+    /// It is running and settles later under this number.
+    Running(u32),
+    /// The nested-call limit is reached: the call was not made and the run is ending.
+    Limit,
+    /// The arguments are not JSON, for this reason: the call was not made.
+    NotJson(String),
+}
+
+/// The functions the prelude's `install` takes from the host.
+struct HostFunctions<'js> {
+    call: Function<'js>,
+    ticket: Function<'js>,
+    log: Function<'js>,
+}
+
+fn host_functions<'js>(
     ctx: &Ctx<'js>,
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
     nested: &Rc<NestedCalls>,
-) -> rquickjs::Result<()> {
-    let globals = ctx.globals();
+) -> rquickjs::Result<HostFunctions<'js>> {
     let stop = Arc::clone(&job.stop);
     let calls = Rc::clone(nested);
-    // A number is a call still running (its settlement comes later), a string the JSON of a
-    // value the call produced at once, 0 the nested-call limit.
+    let names: Vec<Arc<str>> = job
+        .tool_names
+        .iter()
+        .map(|name| Arc::from(name.as_str()))
+        .collect();
+    let ticket = Rc::new(RefCell::new(Ticket::Limit));
+    let left = Rc::clone(&ticket);
+    // `call(index, args, pending)`, for the tool at `index` in the prelude's list, returns the value of a call that succeeded at once, converted
+    // without JSON text on either side; otherwise `pending`, and `ticket()` says what became of
+    // the call.
     let call = Function::new(
         ctx.clone(),
-        move |ctx: Ctx<'js>, name: String, args: String| -> rquickjs::Result<Value<'js>> {
-            let args = match serde_json::from_str(&args) {
-                Ok(args) => args,
-                // The prelude only passes JSON.stringify's output, so this is not expected; the
-                // registry reports unparseable arguments the same way.
-                Err(_) => serde_json::Value::Null,
+        move |ctx: Ctx<'js>,
+              index: usize,
+              args: Value<'js>,
+              pending: Value<'js>|
+              -> rquickjs::Result<Value<'js>> {
+            let Some(name) = names.get(index) else {
+                return Err(rquickjs::Error::new_from_js("number", "tool"));
             };
-            match calls.start(name, args) {
-                Some(Started::Running(id)) => Ok(Value::new_number(ctx, f64::from(id))),
-                Some(Started::Done(payload)) => {
-                    Ok(rquickjs::String::from_str(ctx, &payload)?.into_value())
+            let args = match convert::to_json(&ctx, args) {
+                Ok(args) => args,
+                Err(reason) => {
+                    left.replace(Ticket::NotJson(reason));
+                    return Ok(pending);
+                }
+            };
+            match calls.start(Arc::clone(name), args) {
+                Some(Started::Done(value)) => convert::to_js(&ctx, &value),
+                Some(Started::Running(id)) => {
+                    left.replace(Ticket::Running(id));
+                    Ok(pending)
                 }
                 None => {
                     let _ = stop.compare_exchange(
@@ -353,18 +440,29 @@ fn install_host_functions<'js>(
                         Ordering::SeqCst,
                         Ordering::SeqCst,
                     );
-                    Ok(Value::new_number(ctx, 0.0))
+                    left.replace(Ticket::Limit);
+                    Ok(pending)
                 }
             }
         },
     )?;
-    globals.set("__dsh_call", call)?;
+    // A number: the call runs under it (0: it was not made, the limit is reached); a string:
+    // the arguments are not JSON, and why.
+    let ticket = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>| -> rquickjs::Result<Value<'js>> {
+            Ok(match &*ticket.borrow() {
+                Ticket::Running(id) => Value::new_number(ctx, f64::from(*id)),
+                Ticket::Limit => Value::new_number(ctx, 0.0),
+                Ticket::NotJson(reason) => rquickjs::String::from_str(ctx, reason)?.into_value(),
+            })
+        },
+    )?;
     let capture = Rc::clone(logs);
     let log = Function::new(ctx.clone(), move |line: String| {
         capture.borrow_mut().push(line);
     })?;
-    globals.set("__dsh_log", log)?;
-    Ok(())
+    Ok(HostFunctions { call, ticket, log })
 }
 
 /// `console.log` output: the head and the tail are kept within a byte budget, and what falls

@@ -47,6 +47,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod convert;
 mod engine;
 mod nested;
 mod outcome;

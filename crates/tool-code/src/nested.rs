@@ -62,7 +62,7 @@ impl Wake for Bell {
 /// One nested call, as the result records it for replay and audit.
 #[derive(Debug)]
 pub(crate) struct RecordedCall {
-    tool: String,
+    tool: Arc<str>,
     arguments: Value,
     /// `None` while it runs (and for good if the run ended first and it never reported).
     outcome: Option<Outcome>,
@@ -73,7 +73,7 @@ impl RecordedCall {
     /// `error`. The value is moved out when no one else holds it.
     pub(crate) fn into_value(self) -> Value {
         let mut record = serde_json::Map::with_capacity(4);
-        record.insert(String::from("tool"), Value::String(self.tool));
+        record.insert(String::from("tool"), Value::String(self.tool.to_string()));
         record.insert(String::from("arguments"), self.arguments);
         match self.outcome {
             Some(Ok(value)) => {
@@ -97,11 +97,11 @@ impl RecordedCall {
 }
 
 /// A nested call's outcome, as the engine hands it to the program: its number, whether it
-/// succeeded, and the JSON of its value or of its `ToolCallError`.
+/// succeeded, and its value or its `ToolCallError` as JSON.
 pub(crate) struct Settlement {
     pub(crate) id: u32,
     pub(crate) ok: bool,
-    pub(crate) payload: String,
+    pub(crate) payload: Arc<Value>,
 }
 
 type Outcome = Result<Arc<Value>, ToolCallError>;
@@ -139,21 +139,21 @@ impl NestedCalls {
 
     /// Starts the program's next call, numbered from 1, and polls it once. `None` when the
     /// nested-call limit is reached: the call is not made.
-    pub(crate) fn start(&self, name: String, args: Value) -> Option<Started> {
+    pub(crate) fn start(&self, name: Arc<str>, args: Value) -> Option<Started> {
         let id = {
             let mut calls = self.calls.borrow_mut();
             if calls.len() >= self.limit {
                 return None;
             }
             calls.push(RecordedCall {
-                tool: name.clone(),
+                tool: Arc::clone(&name),
                 arguments: args.clone(),
                 outcome: None,
             });
             u32::try_from(calls.len()).unwrap_or(u32::MAX)
         };
         tracing::debug!(tool = %name, id, "code mode nested call");
-        let mut call: Running = if name == RESERVED_TOOL_NAME {
+        let mut call: Running = if *name == *RESERVED_TOOL_NAME {
             Box::pin(std::future::ready((id, Err(refused(&name)))))
         } else {
             let registry = self.registry.clone();
@@ -163,9 +163,8 @@ impl NestedCalls {
         match call.poll_unpin(&mut Context::from_waker(&self.waker)) {
             // The common case, handed straight back: no settlement, no promise kept waiting.
             Poll::Ready((id, Ok(value))) => {
-                let payload = value.to_string();
-                self.record(id, Ok(value));
-                return Some(Started::Done(payload));
+                self.record(id, Ok(Arc::clone(&value)));
+                return Some(Started::Done(value));
             }
             Poll::Ready((id, failed)) => self.conclude(id, failed),
             Poll::Pending => self.running.borrow_mut().push(call),
@@ -231,8 +230,8 @@ impl NestedCalls {
 
 /// How a call the program made is going.
 pub(crate) enum Started {
-    /// It succeeded at once: the JSON of its value.
-    Done(String),
+    /// It succeeded at once, with this value.
+    Done(Arc<Value>),
     /// It is running (or failed at once); its settlement comes later under this number.
     Running(u32),
 }
@@ -242,12 +241,15 @@ fn settlement(id: u32, outcome: &Outcome) -> Settlement {
         Ok(value) => Settlement {
             id,
             ok: true,
-            payload: value.to_string(),
+            payload: Arc::clone(value),
         },
         Err(error) => Settlement {
             id,
             ok: false,
-            payload: serde_json::to_string(error).unwrap_or_else(|_| String::from("{}")),
+            payload: Arc::new(
+                serde_json::to_value(error)
+                    .unwrap_or_else(|_| Value::Object(serde_json::Map::new())),
+            ),
         },
     }
 }

@@ -1,11 +1,8 @@
-// The Code Mode prelude: evaluated once per run, before the program. It takes the two host
-// functions off the global object, defines `tools`, `ToolCallError` and `console`, and returns
-// the functions the host drives the run with. `__DSH_TOOL_NAMES__` is replaced by a JSON array.
-(() => {
-  const hostCall = globalThis.__dsh_call;
-  const hostLog = globalThis.__dsh_log;
-  delete globalThis.__dsh_call;
-  delete globalThis.__dsh_log;
+// The Code Mode prelude, a module compiled once per process and loaded as bytecode in every
+// run. Before the program, the host calls `install` with its three functions and the names of
+// the tools the program may call; it defines `tools`, `ToolCallError` and `console`, and
+// returns the functions the host drives the run with.
+export function install(hostCall, hostTicket, hostLog, toolNames) {
 
   class ToolCallError extends Error {
     constructor(detail) {
@@ -18,44 +15,43 @@
   globalThis.ToolCallError = ToolCallError;
 
   const pending = new Map();
-  const settle = (id, ok, payload) => {
+  // `detail` is the call's value, or the fields of its ToolCallError.
+  const settle = (id, ok, detail) => {
     const waiter = pending.get(id);
     if (waiter === undefined) return;
     pending.delete(id);
-    const detail = JSON.parse(payload);
     if (ok) waiter.resolve(detail);
     else waiter.reject(new ToolCallError(detail));
   };
 
-  const invoke = (name, args) => {
-    let text;
-    try {
-      text = JSON.stringify(args === undefined ? {} : args);
-    } catch (error) {
-      text = undefined;
-    }
-    if (typeof text !== "string") {
+  // Handed back by the host when the call did not succeed at once; no value is this object.
+  const PENDING = Object.freeze({});
+  // The promise of a call that did not succeed at once, after the host said what became of it.
+  const waiting = (name) => {
+    const ticket = hostTicket();
+    if (typeof ticket === "string") {
       return Promise.reject(
         new ToolCallError({
           toolName: name,
           code: "INVALID_ARGS",
-          message: "the arguments are not JSON",
+          message: "the arguments are not JSON: " + ticket,
         }),
       );
     }
-    const started = hostCall(name, text);
-    // A string: the call succeeded at once and this is its value's JSON.
-    if (typeof started === "string") return Promise.resolve(JSON.parse(started));
-    // Id 0: the nested-call limit is reached and the run is ending; the promise never settles.
+    // Ticket 0: the nested-call limit is reached and the run is ending; the promise never settles.
     return new Promise((resolve, reject) => {
-      if (started > 0) pending.set(started, { resolve, reject });
+      if (ticket > 0) pending.set(ticket, { resolve, reject });
     });
   };
 
+  // The host knows the tools by their place in the list.
   const tools = Object.create(null);
-  for (const name of __DSH_TOOL_NAMES__) {
-    tools[name] = (args) => invoke(name, args);
-  }
+  toolNames.forEach((name, index) => {
+    tools[name] = (args) => {
+      const value = hostCall(index, args === undefined ? {} : args, PENDING);
+      return value !== PENDING ? Promise.resolve(value) : waiting(name);
+    };
+  });
   globalThis.tools = Object.freeze(tools);
 
   const show = (value) => {
@@ -156,4 +152,4 @@
   };
 
   return { settle, watch };
-})()
+}

@@ -3,12 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../dsh-tools/tests/support/npm.rs"]
+#[path = "../../../dsh-tools/tests/support/npm.rs"]
 mod npm;
-#[path = "../../tool-bash/tests/support/mod.rs"]
+#[path = "../../../tool-bash/tests/support/mod.rs"]
 mod support;
-#[path = "../../dsh-tools/tests/support/typescript.rs"]
+#[path = "../../../dsh-tools/tests/support/typescript.rs"]
 mod typescript;
+mod values;
 
 use agent_loop::{Agent, SessionEvent};
 use dsh_tools::{ToolCall, ToolRegistry, ToolResult};
