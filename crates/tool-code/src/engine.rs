@@ -6,7 +6,7 @@
 // A `ProgramError` is built at most once per run, so its size costs nothing worth boxing for.
 #![allow(clippy::result_large_err)]
 
-use crate::convert;
+use crate::convert::{self, NotJson};
 use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
 use crate::transpile::SourcePositions;
@@ -144,12 +144,17 @@ fn install_prelude<'js>(
     host: HostFunctions<'js>,
     tool_names: &[String],
 ) -> rquickjs::Result<(Function<'js>, Function<'js>)> {
-    // SAFETY: `Module::load` needs valid QuickJS bytecode that outlives what it loads (it is read
-    // as ROM data). These bytes are `Module::write`'s output for the prelude, written by this
-    // same QuickJS build in this process, never changed, and kept in a static.
+    // SAFETY: `Module::load` needs valid bytecode of the QuickJS it runs on. These bytes are
+    // `Module::write`'s output for the prelude, written by this same QuickJS build in this
+    // process and never changed. (The engine copies them as it reads them.)
     #[allow(unsafe_code)]
     let module = unsafe { Module::load(ctx.clone(), bytecode) }?;
-    let (module, _evaluated) = module.eval()?;
+    let (module, evaluated) = module.eval()?;
+    // The prelude only defines functions, so its evaluation is over at once; if it failed, the
+    // promise holds why.
+    if let Some(Err(error)) = evaluated.result::<Value<'js>>() {
+        return Err(error);
+    }
     let install: Function<'js> = module.get("install")?;
     let names = Array::new(ctx.clone())?;
     for (index, name) in tool_names.iter().enumerate() {
@@ -190,7 +195,7 @@ fn drive(
 ) -> Result<serde_json::Value, ProgramError> {
     let (settle, watch) = host_functions(ctx, job, logs, nested)
         .and_then(|host| install_prelude(ctx, prelude, host, &job.tool_names))
-        .map_err(|e| caught(ctx, e))?;
+        .map_err(|e| stopped(job).unwrap_or_else(|| caught(ctx, e)))?;
 
     // The program is the body of an async function: top-level `await` and `return` work.
     let wrapped = format!("(async () => {{\n{}\n}})()", job.javascript);
@@ -385,6 +390,11 @@ enum Ticket {
     NotJson(String),
 }
 
+/// Raises the stop flag for `reason`, unless another reason was raised first.
+fn raise(stop: &AtomicU8, reason: StopReason) {
+    let _ = stop.compare_exchange(0, reason.flag(), Ordering::SeqCst, Ordering::SeqCst);
+}
+
 /// The functions the prelude's `install` takes from the host.
 struct HostFunctions<'js> {
     call: Function<'js>,
@@ -422,9 +432,15 @@ fn host_functions<'js>(
             };
             let args = match convert::to_json(&ctx, args) {
                 Ok(args) => args,
-                Err(reason) => {
+                Err(NotJson::Refused(reason)) => {
                     left.replace(Ticket::NotJson(reason));
                     return Ok(pending);
+                }
+                Err(NotJson::Stopping(error)) => return Err(error),
+                // A program may catch the engine's out-of-memory error; a limit must not be.
+                Err(NotJson::OutOfMemory(error)) => {
+                    raise(&stop, StopReason::MemoryLimit);
+                    return Err(error);
                 }
             };
             match calls.start(Arc::clone(name), args) {
@@ -434,12 +450,7 @@ fn host_functions<'js>(
                     Ok(pending)
                 }
                 None => {
-                    let _ = stop.compare_exchange(
-                        0,
-                        StopReason::NestedCallLimit.flag(),
-                        Ordering::SeqCst,
-                        Ordering::SeqCst,
-                    );
+                    raise(&stop, StopReason::NestedCallLimit);
                     left.replace(Ticket::Limit);
                     Ok(pending)
                 }

@@ -12,6 +12,11 @@ use tool_code::{CodeModeLimits, register_run_code};
 /// A registry with `run_code`, an `echo` tool that answers at once, and a `give` tool that
 /// returns `value` (after a wait when its arguments ask for one).
 fn registry_with_echo_and_give(value: Value) -> ToolRegistry {
+    registry_with_echo_and_give_limited(value, CodeModeLimits::default())
+}
+
+/// [`registry_with_echo_and_give`] with `run_code`'s limits set.
+fn registry_with_echo_and_give_limited(value: Value, limits: CodeModeLimits) -> ToolRegistry {
     use dsh_tools::{ToolDefinition, ToolOutput, ValueSchema};
     let registry = ToolRegistry::new();
     let no_cards = || ToolOutput::new(ValueSchema::open_object(), |_, _| Vec::new());
@@ -41,7 +46,7 @@ fn registry_with_echo_and_give(value: Value) -> ToolRegistry {
                 .unwrap(),
         )
         .unwrap();
-    register_run_code(&registry, CodeModeLimits::default()).unwrap();
+    register_run_code(&registry, limits).unwrap();
     registry
 }
 
@@ -162,6 +167,7 @@ async fn values_reach_the_program_as_json_parse_would_make_them() {
         "text": "é😀",
         "nested": [[{"a": null, "b": false}]],
         "0": "index-like",
+        "negative_zero": -0.0,
     });
     let registry = registry_with_echo_and_give(given.clone());
     // A setter on Object.prototype must not see the value's properties (JSON.parse defines
@@ -176,6 +182,7 @@ const check = (v) => [
   Object.prototype.hasOwnProperty.call(v, "trap") && v.trap === 1,
   v.big === 18446744073709551615 && v.negative === -9007199254740992 && v.wide === 2147483648,
   Array.isArray(v.nested[0]) && v.nested[0][0].a === null && v.text === "é😀" && v["0"] === "index-like",
+  Object.is(v.negative_zero, -0),
 ];
 const atOnce = await tools.give({});
 const later = await tools.give({ wait: true });
@@ -183,10 +190,50 @@ delete Object.prototype.trap;
 return { atOnce: check(atOnce), later: check(later), trapped, fraction: atOnce.fraction + later.fraction };
 "#;
     let value = value(&run(&registry, json!({"code": program})).await);
-    let all_true = json!([true, true, true, true, true, true]);
+    let all_true = json!([true, true, true, true, true, true, true]);
     assert_eq!(value["value"]["atOnce"], all_true);
     assert_eq!(value["value"]["later"], all_true);
     assert_eq!(value["value"]["trapped"], json!(false));
     assert_eq!(value["value"]["fraction"], json!(0.2));
     assert_eq!(value["calls"][0]["value"], given);
+}
+
+/// Converting arguments runs the program's own code (`toJSON`, getters) and can take the whole
+/// engine's memory: the time limit and the memory limit must end the run there as anywhere
+/// else, not become a refused call the program catches and goes on from.
+#[tokio::test]
+async fn the_limits_end_a_run_inside_the_conversion_of_arguments() {
+    let registry = registry_with_echo_and_give(json!({}));
+    // The interrupt lands in `toJSON`'s loop; if it were swallowed as a refused call, the next
+    // turn of the outer loop would log.
+    let spinning = r#"
+for (let turn = 0; ; turn++) {
+  if (turn > 0) console.log("went on after an interrupt");
+  tools.echo({ toJSON() { for (;;) {} } }).catch(() => {});
+}
+"#;
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(&registry, json!({"code": spinning, "timeout_ms": 300})),
+    )
+    .await
+    .expect("the time limit ended the run");
+    assert_eq!(value(&result)["logs"], json!([]));
+    assert_eq!(value(&result)["error"]["kind"], json!("time_limit"));
+
+    let doubling = r#"
+let shared = [0];
+for (let i = 0; i < 40; i++) shared = [shared, shared];
+try {
+  await tools.echo({ shared });
+} catch (error) {
+  return "caught: " + error.message;
+}
+"#;
+    let mut small = CodeModeLimits::default();
+    small.memory_bytes = 4 * 1024 * 1024;
+    let registry = registry_with_echo_and_give_limited(json!({}), small);
+    let result = run(&registry, json!({"code": doubling})).await;
+    assert_eq!(value(&result)["error"]["kind"], json!("memory_limit"));
+    assert_eq!(value(&result)["calls"], json!([]));
 }
