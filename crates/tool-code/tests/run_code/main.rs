@@ -298,18 +298,24 @@ async fn console_output_keeps_its_head_and_tail_with_a_note() {
     );
 }
 
-#[tokio::test]
-async fn cancelling_mid_run_interrupts_the_engine_and_kills_the_nested_command() {
-    let registry = registry(CodeModeLimits::default());
-    let dir = tempfile::tempdir().unwrap();
-    let pid_file = dir.path().join("pgid");
-    let program = format!(
+/// A program whose one `bash` call never ends on its own: its shell writes its process group to
+/// `pid_file`, leaves a `sleep` in the background and waits on another.
+fn waiting_bash_program(pid_file: &std::path::Path) -> String {
+    format!(
         "await tools.bash({{ command: {}, description: \"wait\" }}); return 'too late';",
         json!(format!(
             "sleep 1000 & echo $$ > {}; sleep 1000",
             pid_file.display()
         ))
-    );
+    )
+}
+
+#[tokio::test]
+async fn cancelling_mid_run_interrupts_the_engine_and_kills_the_nested_command() {
+    let registry = registry(CodeModeLimits::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pgid");
+    let program = waiting_bash_program(&pid_file);
     let signal = tokio_util_token();
     let call =
         ToolCall::new("c1", "run_code", json!({"code": program})).with_signal(signal.clone());
@@ -338,13 +344,7 @@ async fn the_time_limit_also_kills_a_nested_command_in_flight() {
     let registry = registry(CodeModeLimits::default());
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pgid");
-    let program = format!(
-        "await tools.bash({{ command: {}, description: \"wait\" }}); return 'too late';",
-        json!(format!(
-            "sleep 1000 & echo $$ > {}; sleep 1000",
-            pid_file.display()
-        ))
-    );
+    let program = waiting_bash_program(&pid_file);
     let running = {
         let registry = registry.clone();
         tokio::spawn(
