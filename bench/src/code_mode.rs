@@ -6,7 +6,7 @@
 
 use crate::Benchmark;
 use crate::dispatch::MicroSize;
-use crate::measure::{Extra, Measurement, Target, interleaved};
+use crate::measure::{Extra, Measurement, Target, interleaved, median};
 use anyhow::{Result, ensure};
 use dsh_tools::{ToolCall, ToolDefinition, ToolError, ToolOutput, ToolRegistry, ValueSchema};
 use serde_json::{Value, json};
@@ -99,7 +99,8 @@ fn code_mode_call(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
         checked == (Some(expected), Some(expected)),
         "the program and the direct loop disagree: {checked:?}, expected {expected}"
     );
-    let per_call = |call: ToolCall| {
+    // µs per call of one run of `call`, which must compute `expected` in `calls` calls.
+    let timed = |call: ToolCall, expected: i64, calls: usize| {
         runtime.block_on(async {
             let started = Instant::now();
             let got = total(&registry, call).await;
@@ -109,8 +110,8 @@ fn code_mode_call(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
     };
     let (program_us, direct_us) = interleaved(
         size.rounds,
-        || per_call(through_program()),
-        || per_call(direct()),
+        || timed(through_program(), expected, calls),
+        || timed(direct(), expected, calls),
     )?;
     // What one run costs whatever it calls (thread, engine, prelude, erasure, result), the
     // part of the overhead that shrinks as a program makes more calls.
@@ -121,18 +122,11 @@ fn code_mode_call(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
             json!({"code": "return { total: 0 };"}),
         )
     };
-    let (empty_us, _) = interleaved(
-        size.rounds,
-        || {
-            runtime.block_on(async {
-                let started = Instant::now();
-                let got = total(&registry, empty()).await;
-                ensure!(got == Some(0), "an empty program computed {got:?}");
-                Ok(started.elapsed().as_nanos() as f64 / 1000.0)
-            })
-        },
-        || Ok(0.0),
-    )?;
+    let empty_us = median(
+        (0..size.rounds.samples)
+            .map(|_| timed(empty(), 0, 1))
+            .collect::<Result<Vec<f64>>>()?,
+    );
     Ok(Measurement {
         name: BENCHMARK.name,
         value: program_us - direct_us,

@@ -65,12 +65,18 @@ fn triage<'js>(ctx: &Ctx<'js>, error: rquickjs::Error) -> NotJson {
     NotJson::Refused(reason)
 }
 
-/// The engine's out-of-memory error: an `InternalError` saying so.
+/// The engine's out-of-memory error.
 fn is_out_of_memory(thrown: &Value<'_>) -> bool {
     thrown
         .as_exception()
         .and_then(|exception| exception.message())
-        .is_some_and(|message| message.contains("out of memory"))
+        .is_some_and(|message| says_out_of_memory(&message))
+}
+
+/// Whether an engine error's message is QuickJS's for running out of memory (a failed
+/// allocation, or the memory limit reached).
+pub(crate) fn says_out_of_memory(message: &str) -> bool {
+    message.contains("out of memory") || message.contains("Allocation")
 }
 
 /// The JavaScript value `JSON.parse` would make of `json`'s text: plain objects and arrays

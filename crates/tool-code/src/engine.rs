@@ -83,7 +83,10 @@ fn run_program(
     // A memory bomb can fail anywhere, in the program or in the host's own calls into the
     // engine; whatever the symptom, a run that ended near the limit ended because of it.
     match result {
-        Err(error) if error.kind != ProgramErrorKind::MemoryLimit && out_of_memory(&error) => {
+        Err(error)
+            if error.kind != ProgramErrorKind::MemoryLimit
+                && convert::says_out_of_memory(&error.message) =>
+        {
             Err(StopReason::MemoryLimit.error(job.memory_bytes))
         }
         other => other,
@@ -162,10 +165,6 @@ fn install_prelude<'js>(
     }
     let hooks: Object<'js> = install.call((host.call, host.ticket, host.log, names))?;
     Ok((hooks.get("settle")?, hooks.get("watch")?))
-}
-
-fn out_of_memory(error: &ProgramError) -> bool {
-    error.message.contains("out of memory") || error.message.contains("Allocation")
 }
 
 /// The outcome the prelude's `watch` reports, as JSON.
