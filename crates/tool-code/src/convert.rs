@@ -1,13 +1,13 @@
 //! Values crossing between the program and its nested calls.
 //!
-//! A tool receives exactly what `JSON.parse(JSON.stringify(args))` would give: the arguments go
+//! A tool receives exactly what `JSON.parse(JSON.stringify(args))` would give. Plain data (most
+//! arguments) is read straight from the engine's objects ([`crate::plain`]); anything else goes
 //! through the engine's own `JSON.stringify`, which honours every rule of JSON's (`toJSON`,
-//! boxed primitives, what is left out) and counts against the engine's memory limit, and the
-//! text is read by serde_json. (Walking the value from Rust instead is faster, but right for
-//! every input only with QuickJS's class ids and property descriptors: see
-//! `docs/performance.md`.) The way back needs no text: a tool's value is built as the objects
-//! `JSON.parse` would make.
+//! getters, boxed primitives, what is left out) and counts against the engine's memory limit,
+//! and the text is read by serde_json. The way back needs no text: a tool's value is built as
+//! the objects `JSON.parse` would make.
 
+use crate::plain::{self, PlainClasses};
 use rquickjs::object::Property;
 use rquickjs::{Array, Ctx, Object, Value};
 
@@ -28,8 +28,23 @@ pub(crate) enum NotJson {
 /// The JSON value `JSON.parse(JSON.stringify(value))` would give.
 pub(crate) fn to_json<'js>(
     ctx: &Ctx<'js>,
+    classes: PlainClasses,
     value: Value<'js>,
 ) -> Result<serde_json::Value, NotJson> {
+    match plain::read(ctx, classes, &value) {
+        Ok(Some(json)) => return Ok(json),
+        Ok(None) => {}
+        // The read failed inside the engine (out of memory): `JSON.stringify` decides, as it
+        // would have without the read. Nothing the read does can be interrupted.
+        Err(_) => {
+            if ctx.has_exception() {
+                let thrown = ctx.catch();
+                if thrown.is_uncatchable_error() {
+                    return Err(NotJson::Stopping(ctx.throw(thrown)));
+                }
+            }
+        }
+    }
     let text = match ctx.json_stringify(value) {
         Ok(Some(text)) => text,
         Ok(None) => {

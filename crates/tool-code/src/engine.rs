@@ -9,6 +9,7 @@
 use crate::convert::{self, NotJson};
 use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
+use crate::plain::PlainClasses;
 use crate::transpile::SourcePositions;
 use rquickjs::context::{EvalOptions, intrinsic};
 use rquickjs::{Array, Context, Ctx, Function, Module, Object, Runtime, Value, WriteOptions};
@@ -416,6 +417,7 @@ fn host_functions<'js>(
         .collect();
     let ticket = Rc::new(RefCell::new(Ticket::Limit));
     let left = Rc::clone(&ticket);
+    let classes = PlainClasses::of(ctx)?;
     // `call(index, args, pending)`, for the tool at `index` in the prelude's list, returns the value of a call that succeeded at once, converted
     // without JSON text on either side; otherwise `pending`, and `ticket()` says what became of
     // the call.
@@ -429,7 +431,7 @@ fn host_functions<'js>(
             let Some(name) = names.get(index) else {
                 return Err(rquickjs::Error::new_from_js("number", "tool"));
             };
-            let args = match convert::to_json(&ctx, args) {
+            let args = match convert::to_json(&ctx, classes, args) {
                 Ok(args) => args,
                 Err(NotJson::Refused(reason)) => {
                     left.replace(Ticket::NotJson(reason));

@@ -61,7 +61,8 @@ let deep = { leaf: true };
 for (let i = 0; i < 80; i++) deep = { next: deep, list: [i] };
 const cases = [
   { a: 1, b: [1, 2.5, -3, -0, 0.1, 1e21, 2 ** 53, 2 ** 53 + 2, 2 ** 60, -(2 ** 63), NaN, Infinity, -Infinity] },
-  { text: "é😀\u0000\n\"", empty: "", key: { "": 1, "with space": 2 } },
+  { a: 1, b: [1, 2.5, -3, -0, 0.1, 2 ** 31, 2 ** 53 - 1, -(2 ** 53 - 1), 5e-324, NaN, -Infinity] },
+  { text: "é😀\u0000\n\"", empty: "", key: { "": 1, "with space": 2, "a\u0000b": 3 } },
   { u: undefined, f: () => 1, s: Symbol("x"), keep: true },
   [undefined, () => 1, Symbol("y"), 4],
   new Point(),
@@ -80,6 +81,9 @@ const cases = [
   { 2: "b", 1: "a", z: 0, 10: "c" },
   new Proxy({ p: 1 }, {}),
   new Proxy([1, 2], {}),
+  Object.create(new Proxy({ p: 1 }, {})),
+  Object.setPrototypeOf(new Boolean(true), null),
+  { raw: JSON.rawJSON('"text"') },
   deep,
   null, 5, -7.25, "text", true, [],
 ];
@@ -87,6 +91,7 @@ for (const c of cases) await tools.echo(c).catch(() => null);
 return cases.map((c) => JSON.parse(JSON.stringify(c)));
 "#;
     let value = value(&run(&registry, json!({"code": program})).await);
+    assert_eq!(value["error"], Value::Null);
     let expected = value["value"].as_array().unwrap();
     let calls = value["calls"].as_array().unwrap();
     assert_eq!(calls.len(), expected.len());
@@ -99,19 +104,73 @@ return cases.map((c) => JSON.parse(JSON.stringify(c)));
         calls[0]["arguments"]["b"][8],
         json!(1_152_921_504_606_847_000_u64)
     );
-    assert_eq!(calls[2]["arguments"], json!({"keep": true}));
-    assert_eq!(calls[3]["arguments"], json!([null, null, null, 4]));
+    assert_eq!(calls[3]["arguments"], json!({"keep": true}));
+    assert_eq!(calls[4]["arguments"], json!([null, null, null, 4]));
     assert_eq!(
-        calls[7]["arguments"],
+        calls[8]["arguments"],
         json!({"when": "then", "day": "key day"})
     );
-    assert_eq!(calls[8]["arguments"], json!("inherited"));
-    assert_eq!(calls[9]["arguments"], json!({"boxed": [3, "s", false]}));
+    assert_eq!(calls[9]["arguments"], json!("inherited"));
+    assert_eq!(calls[10]["arguments"], json!({"boxed": [3, "s", false]}));
     assert_eq!(
-        calls[11]["arguments"],
+        calls[12]["arguments"],
         json!({"__proto__": {"x": 1}, "b": 2})
     );
-    assert_eq!(calls[16]["arguments"], json!([null, 1, null, 2]));
+    assert_eq!(calls[17]["arguments"], json!([null, 1, null, 2]));
+    assert_eq!(calls[1]["arguments"]["b"][3], json!(0));
+    assert_eq!(
+        calls[1]["arguments"]["b"][6],
+        json!(9_007_199_254_740_991_u64)
+    );
+    assert_eq!(calls[2]["arguments"]["key"]["a\u{0}b"], json!(3));
+    assert_eq!(calls[22]["arguments"], json!(true));
+    assert_eq!(calls[23]["arguments"], json!({"raw": "text"}));
+}
+
+#[tokio::test]
+async fn the_programs_getters_and_to_json_run_once_per_call_as_json_stringify_runs_them() {
+    let registry = registry_with_echo_and_give(json!({}));
+    // Each looks plain at first sight; JSON.stringify runs the program's code for each, once.
+    let program = r#"
+let runs = 0;
+const run = (value) => { runs += 1; return value; };
+const cases = [
+  () => ({ plain: 1, get counted() { return run("got"); } }),
+  () => ({ list: [{ inner: Object.defineProperty({}, "g", { get: () => run(2), enumerable: true }) }] }),
+  () => {
+    // Index 5: JSON.stringify in QuickJS keeps its own stack in an array, at the low indices.
+    Object.defineProperty(Array.prototype, 5, { get: () => run("from the prototype"), configurable: true });
+    return { list: [0, 1, 2, 3, 4, , 6] };
+  },
+  () => {
+    Array.prototype.toJSON = function () { return run("every array"); };
+    return { list: [1] };
+  },
+  () => new Proxy({ p: 1 }, { get: (target, key) => (key === "toJSON" ? undefined : run(target[key])) }),
+];
+const seen = [];
+for (const make of cases) {
+  const args = make();
+  const before = runs;
+  const answer = await tools.echo(args);
+  delete Array.prototype[5];
+  delete Array.prototype.toJSON;
+  seen.push([runs - before, answer.got]);
+}
+return seen;
+"#;
+    let value = value(&run(&registry, json!({"code": program})).await);
+    assert_eq!(value["error"], Value::Null);
+    assert_eq!(
+        value["value"],
+        json!([
+            [1, {"plain": 1, "counted": "got"}],
+            [1, {"list": [{"inner": {"g": 2}}]}],
+            [1, {"list": [0, 1, 2, 3, 4, "from the prototype", 6]}],
+            [1, {"list": "every array"}],
+            [1, {"p": 1}],
+        ])
+    );
 }
 
 #[tokio::test]
@@ -121,7 +180,8 @@ async fn arguments_that_are_not_json_reject_the_call_without_making_it() {
 const cyclic = { name: "loop" };
 cyclic.self = cyclic;
 const failures = [];
-for (const args of [{ n: 1n }, cyclic, () => 1, { get bad() { throw new Error("no getting"); } }]) {
+const lone = [{ text: "\ud800" }, { ["\udc00"]: 1 }];
+for (const args of [{ n: 1n }, cyclic, () => 1, { get bad() { throw new Error("no getting"); } }, ...lone]) {
   try {
     await tools.echo(args);
     failures.push("made");
@@ -134,7 +194,7 @@ return failures;
 "#;
     let value = value(&run(&registry, json!({"code": program})).await);
     let failures = value["value"].as_array().unwrap();
-    assert_eq!(failures.len(), 4);
+    assert_eq!(failures.len(), 6);
     for failure in failures {
         assert_eq!(
             failure.as_array().unwrap()[0..3],
