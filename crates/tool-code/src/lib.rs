@@ -51,6 +51,7 @@ mod convert;
 mod engine;
 mod nested;
 mod outcome;
+mod plain;
 mod run;
 mod transpile;
 
@@ -236,20 +237,65 @@ fn render(value: &Value) -> String {
         .and_then(Value::as_array)
         .filter(|c| !c.is_empty())
     {
-        let summary = calls
-            .iter()
-            .map(|call| {
-                let tool = call.get("tool").and_then(Value::as_str).unwrap_or("?");
-                let ok = call.get("ok").and_then(Value::as_bool).unwrap_or(false);
-                if ok {
-                    tool.to_owned()
-                } else {
-                    format!("{tool} (failed)")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let _ = writeln!(out, "Tool calls ({}): {summary}", calls.len());
+        let _ = writeln!(out, "Tool calls ({}): {}", calls.len(), call_summary(calls));
     }
     out.trim_end().to_owned()
+}
+
+/// The nested calls by tool, in the order each tool was first called: `bash ×2 (1 failed), read`.
+fn call_summary(calls: &[Value]) -> String {
+    // (tool, calls, failed); a program calls few distinct tools.
+    let mut tools: Vec<(&str, usize, usize)> = Vec::new();
+    for call in calls {
+        let tool = call.get("tool").and_then(Value::as_str).unwrap_or("?");
+        let failed = usize::from(!call.get("ok").and_then(Value::as_bool).unwrap_or(false));
+        match tools.iter_mut().find(|(name, _, _)| *name == tool) {
+            Some((_, count, failures)) => {
+                *count += 1;
+                *failures += failed;
+            }
+            None => tools.push((tool, 1, failed)),
+        }
+    }
+    let mut out = String::new();
+    for (index, (tool, count, failed)) in tools.into_iter().enumerate() {
+        if index > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(tool);
+        if count > 1 {
+            let _ = write!(out, " ×{count}");
+        }
+        match failed {
+            0 => {}
+            _ if count == 1 => out.push_str(" (failed)"),
+            _ => {
+                let _ = write!(out, " ({failed} failed)");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_calls_are_summed_up_by_tool_in_the_order_first_called() {
+        let call = |tool: &str, ok: bool| json!({"tool": tool, "arguments": {}, "ok": ok});
+        let calls = [
+            call("bash", true),
+            call("read", false),
+            call("bash", false),
+            call("bash", true),
+            call("write", true),
+        ];
+        assert_eq!(
+            call_summary(&calls),
+            "bash ×3 (1 failed), read (failed), write"
+        );
+        assert_eq!(call_summary(&calls[..1]), "bash");
+        assert_eq!(call_summary(&[]), "");
+    }
 }

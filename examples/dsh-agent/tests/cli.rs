@@ -48,7 +48,7 @@ fn the_demo_runs_every_stage_and_exits_zero() {
         "  Returned:",
         "    \"greeting\": \"hello\",",
         "    \"lines\": 3",
-        "  Tool calls (2): bash, bash",
+        "  Tool calls (2): bash ×2",
         "agent › The background job finished and printed \"background work done\". That is the tour.",
     ] {
         assert!(

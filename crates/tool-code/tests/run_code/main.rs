@@ -131,7 +131,7 @@ return {
         .unwrap();
     assert_eq!(
         text,
-        "Returned:\n{\n  \"combined\": \"alpha beta\",\n  \"exitCodes\": [\n    0,\n    0\n  ]\n}\nLogs:\nexit codes 0 0\nTool calls (2): bash, bash"
+        "Returned:\n{\n  \"combined\": \"alpha beta\",\n  \"exitCodes\": [\n    0,\n    0\n  ]\n}\nLogs:\nexit codes 0 0\nTool calls (2): bash ×2"
     );
 
     // The nested calls ran through the pipeline (`c1:code:<n>`), and the run's value records
