@@ -732,12 +732,28 @@ mod tests {
             &page[start..end]
         );
         std::fs::write(dir.path().join("adding-a-tool.md"), broken).unwrap();
-        let output = crate::cargo()
-            .args(["test", "--quiet", "-p", "cookbook", "--doc"])
+        // In the outer run's target directory (unlocked while tests run), so only the cookbook
+        // is rebuilt (a directory of its own took four minutes); the outer run's doctests keep
+        // the page directory its build script gave them. The xtask package's variables are
+        // dropped: build scripts watching them (ring's) would rebuild their crates twice.
+        let mut cargo = crate::cargo();
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let package = [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_BIN_EXE_",
+                "CARGO_CRATE_",
+            ];
+            if package.iter().any(|prefix| name.starts_with(prefix))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"].contains(&name.as_ref())
+            {
+                cargo.env_remove(name.as_ref());
+            }
+        }
+        let output = cargo
+            .args(["test", "--quiet", "--workspace", "--doc"])
             .env("DSH_COOKBOOK_DIR", dir.path())
-            // Its own target directory: rebuilding the cookbook crate with another page
-            // directory must not disturb the outer test run's artifacts.
-            .env("CARGO_TARGET_DIR", root.join("target/cookbook-mutation"))
             .current_dir(&root)
             .output()
             .unwrap();
