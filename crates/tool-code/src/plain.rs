@@ -13,11 +13,11 @@
 use rquickjs::qjs;
 use rquickjs::{Array, Ctx, Object, Value};
 use serde_json::{Map, Number};
-use std::ffi::c_char;
 use std::ptr;
 
-/// Objects and arrays a read may visit (and prototypes it may look through) before giving up.
-const MAX_NODES: usize = 4096;
+/// Values a read may visit (every item and property, and every prototype it looks through)
+/// before giving up: what it builds in Rust is bounded by this and [`MAX_BYTES`].
+const MAX_NODES: usize = 8192;
 /// Bytes of strings and keys a read may copy before giving up.
 const MAX_BYTES: usize = 256 * 1024;
 /// How deep a read may go before giving up.
@@ -96,6 +96,7 @@ struct Reader<'a, 'js> {
 
 impl<'js> Reader<'_, 'js> {
     fn value(&mut self, value: &Value<'js>) -> rquickjs::Result<Read> {
+        plain!(self.spend_nodes(1));
         if let Some(object) = value.as_object() {
             return self.object(object);
         }
@@ -112,12 +113,7 @@ impl<'js> Reader<'_, 'js> {
             return Ok(Read::Json(serde_json::Value::Null));
         }
         if let Some(string) = value.as_string() {
-            // A lone surrogate is not UTF-8: the engine's text escapes it, and JSON readers
-            // differ on that, so the engine decides.
-            let Ok(text) = string.to_string() else {
-                return self.failed_or_decline();
-            };
-            plain!(self.spend_bytes(text.len()));
+            let text = plain!(self.text(string)?);
             return Ok(Read::Json(serde_json::Value::String(text)));
         }
         if value.is_undefined() || value.is_symbol() {
@@ -128,7 +124,6 @@ impl<'js> Reader<'_, 'js> {
     }
 
     fn object(&mut self, object: &Object<'js>) -> rquickjs::Result<Read> {
-        plain!(self.spend_node());
         if self.ancestors.len() >= MAX_DEPTH
             || self.ancestors.iter().any(|seen| seen == object.as_value())
             || !self.plain_chain(object)?
@@ -160,7 +155,7 @@ impl<'js> Reader<'_, 'js> {
             }
             match current.get_prototype() {
                 Some(prototype) => {
-                    if self.spend_node().is_none() {
+                    if self.spend_nodes(1).is_none() {
                         return Ok(false);
                     }
                     current = prototype;
@@ -172,12 +167,10 @@ impl<'js> Reader<'_, 'js> {
 
     fn object_entries(&mut self, object: &Object<'js>) -> rquickjs::Result<Read> {
         let names = PropertyNames::enumerable_strings(self.ctx, object)?;
+        plain!(self.nodes_left(names.length as usize));
         let mut map = Map::new();
         for &atom in names.atoms() {
-            let Some(key) = atom_text(self.ctx, atom)? else {
-                return self.failed_or_decline();
-            };
-            plain!(self.spend_bytes(key.len()));
+            let key = plain!(self.key(atom)?);
             let item = match own_data(self.ctx, object, atom)? {
                 Own::Data(item) => item,
                 Own::Absent | Own::Accessor => return Ok(Read::Decline),
@@ -198,9 +191,7 @@ impl<'js> Reader<'_, 'js> {
             Own::Data(length) => plain!(array_length(&length)),
             Own::Absent | Own::Accessor => return Ok(Read::Decline),
         };
-        if length > MAX_NODES {
-            return Ok(Read::Decline);
-        }
+        plain!(self.nodes_left(length));
         let mut items = Vec::with_capacity(length);
         for index in 0..length {
             let index = plain!(u32::try_from(index).ok());
@@ -219,23 +210,41 @@ impl<'js> Reader<'_, 'js> {
         Ok(Read::Json(serde_json::Value::Array(items)))
     }
 
-    fn spend_node(&mut self) -> Option<()> {
-        self.nodes += 1;
+    fn spend_nodes(&mut self, nodes: usize) -> Option<()> {
+        self.nodes = self.nodes.saturating_add(nodes);
         (self.nodes <= MAX_NODES).then_some(())
     }
 
-    fn spend_bytes(&mut self, bytes: usize) -> Option<()> {
-        self.bytes = self.bytes.saturating_add(bytes);
-        (self.bytes <= MAX_BYTES).then_some(())
+    /// Whether `nodes` more values fit in the budget, checked before a list is read.
+    fn nodes_left(&self, nodes: usize) -> Option<()> {
+        (nodes <= MAX_NODES.saturating_sub(self.nodes)).then_some(())
     }
 
-    /// After a conversion failed: the engine's error if it threw one (it ran out of memory),
-    /// otherwise a value the engine must decide on.
-    fn failed_or_decline(&self) -> rquickjs::Result<Read> {
-        if self.ctx.has_exception() {
-            Err(rquickjs::Error::Exception)
-        } else {
-            Ok(Read::Decline)
+    /// A string's text, within the byte budget; `None` when it is over the budget or not
+    /// UTF-8 (a lone surrogate, which the engine's text escapes and JSON readers differ on).
+    /// Its length is checked before anything is copied: its UTF-8 is at least as many bytes
+    /// as it has UTF-16 units.
+    fn text(&mut self, string: &rquickjs::String<'js>) -> rquickjs::Result<Option<String>> {
+        if string_units(self.ctx, string)? > MAX_BYTES.saturating_sub(self.bytes) {
+            return Ok(None);
+        }
+        let Ok(text) = string.to_string() else {
+            return if self.ctx.has_exception() {
+                Err(rquickjs::Error::Exception)
+            } else {
+                Ok(None)
+            };
+        };
+        self.bytes = self.bytes.saturating_add(text.len());
+        Ok((self.bytes <= MAX_BYTES).then_some(text))
+    }
+
+    /// A property key's text, as [`Reader::text`] reads it; a key may hold a NUL.
+    fn key(&mut self, atom: qjs::JSAtom) -> rquickjs::Result<Option<String>> {
+        let key = atom_string(self.ctx, atom)?;
+        match key.as_string() {
+            Some(string) => self.text(string),
+            None => Ok(None),
         }
     }
 }
@@ -350,27 +359,47 @@ fn own_data<'js>(
     Ok(Own::Data(value))
 }
 
-/// A property key as UTF-8 text; `None` when it is not (a lone surrogate).
-fn atom_text(ctx: &Ctx<'_>, atom: qjs::JSAtom) -> rquickjs::Result<Option<String>> {
-    let raw = ctx.as_raw().as_ptr();
-    let mut length: qjs::size_t = 0;
-    // SAFETY: the context is live and `atom` is held by the caller's property list.
+/// A property key as a JavaScript string (shared with the atom, not copied).
+fn atom_string<'js>(ctx: &Ctx<'js>, atom: qjs::JSAtom) -> rquickjs::Result<Value<'js>> {
+    // SAFETY: the context is live and `atom` is held by the caller's property list;
+    // `JS_AtomToString` hands back an owned value (or an exception), which `Value` frees.
     #[allow(unsafe_code)]
-    let text: *const c_char = unsafe { qjs::JS_AtomToCStringLen(raw, &mut length, atom) };
-    if text.is_null() {
+    let key = unsafe {
+        Value::from_raw(
+            ctx.clone(),
+            qjs::JS_AtomToString(ctx.as_raw().as_ptr(), atom),
+        )
+    };
+    if key.is_exception() {
         return Err(rquickjs::Error::Exception);
     }
-    let length = usize::try_from(length).unwrap_or(usize::MAX);
-    // SAFETY: QuickJS wrote `length` bytes at `text`, which stays valid until freed below;
-    // the bytes are copied out first. The length, not a NUL, ends the key: a key may hold NUL.
+    Ok(key)
+}
+
+/// A string's length in UTF-16 units, read without copying it.
+fn string_units<'js>(ctx: &Ctx<'js>, string: &rquickjs::String<'js>) -> rquickjs::Result<usize> {
+    // SAFETY: the context and the string are live and of the same runtime. For a string (flat
+    // or rope), QuickJS answers `length` from the string's header with an integer: it runs no
+    // code and allocates nothing; the value is owned, and `Value` frees it.
     #[allow(unsafe_code)]
-    let copied = unsafe {
-        let bytes = std::slice::from_raw_parts(text.cast::<u8>(), length);
-        let copied = std::str::from_utf8(bytes).ok().map(str::to_owned);
-        qjs::JS_FreeCString(raw, text);
-        copied
+    let length = unsafe {
+        Value::from_raw(
+            ctx.clone(),
+            qjs::JS_GetProperty(
+                ctx.as_raw().as_ptr(),
+                string.as_value().as_raw(),
+                qjs::JS_ATOM_length as qjs::JSAtom,
+            ),
+        )
     };
-    Ok(copied)
+    match length
+        .as_int()
+        .and_then(|units| usize::try_from(units).ok())
+    {
+        Some(units) => Ok(units),
+        None if length.is_exception() => Err(rquickjs::Error::Exception),
+        None => Ok(usize::MAX),
+    }
 }
 
 /// The enumerable own string keys of a plain object or array, in `JSON.stringify`'s order
@@ -505,6 +534,8 @@ mod tests {
                 r#"(() => { const shared = { s: 1 }; return [shared, { again: shared }]; })()"#,
                 r#"{ "a\u0000b": "a\u0000b" }"#,
                 r#"Array.from({ length: 4000 }, (_, i) => i)"#,
+                r#"Object.fromEntries(Array.from({ length: 4000 }, (_, i) => ["k" + i, i]))"#,
+                r#"["é".repeat(80 * 1024), "k".repeat(10 * 1024)]"#,
                 r#"(() => { let d = 0; for (let i = 0; i < 64; i++) d = [d]; return d; })()"#,
                 r#"[]"#,
                 r#"7"#,
@@ -560,14 +591,20 @@ mod tests {
                 r#"["\ud800"]"#,
                 r#"{ "\udc00": 1 }"#,
                 r#"(() => { let d = 0; for (let i = 0; i < 65; i++) d = [d]; return d; })()"#,
-                r#"Array.from({ length: 5000 }, (_, i) => i)"#,
-                r#"Array.from({ length: 9 }, () => Array.from({ length: 500 }, () => ({})))"#,
+                r#"Array.from({ length: 9000 }, (_, i) => i)"#,
+                r#"Array.from({ length: 9 }, () => Array.from({ length: 500 }, () => ({ a: 1 })))"#,
                 r#"["x".repeat(300 * 1024)]"#,
+                r#"{ ["k".repeat(300 * 1024)]: 1 }"#,
+                r#"Array.from({ length: 3 }, () => "é".repeat(100 * 1024))"#,
+                r#"(() => { const row = Array.from({ length: 4000 }, () => 0); return [row, row, row]; })()"#,
+                r#"(() => { const row = Array.from({ length: 100 }, () => 0); return Array.from({ length: 100 }, () => row); })()"#,
+                r#"Object.fromEntries(Array.from({ length: 9000 }, (_, i) => ["k" + i, i]))"#,
                 r#"undefined"#,
                 r#"Symbol("top")"#,
             ] {
                 let value = eval(ctx, source);
-                assert_eq!(read(ctx, classes, &value).unwrap(), None, "{source}");
+                let read = read(ctx, classes, &value).unwrap();
+                assert!(read.is_none(), "read: {source}");
                 assert!(!ctx.has_exception(), "{source}");
             }
             let hits: i32 = ctx.eval("hits").unwrap();
