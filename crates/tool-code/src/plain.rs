@@ -613,6 +613,36 @@ mod tests {
     }
 
     #[test]
+    fn running_out_of_memory_during_a_read_is_the_engines_error() {
+        let runtime = Runtime::new().unwrap();
+        let context = Context::full(&runtime).unwrap();
+        // Within the read's budgets, but its UTF-8 copy does not fit in what is left.
+        let _: () = context
+            .with(|ctx| ctx.eval(r#"globalThis.big = ["é".repeat(100 * 1024)];"#))
+            .unwrap();
+        let used = usize::try_from(runtime.memory_usage().malloc_size).unwrap();
+        runtime.set_memory_limit(used + 64 * 1024);
+        context.with(|ctx| {
+            let classes = PlainClasses::of(&ctx).unwrap();
+            let value = eval(&ctx, "big");
+            let read = read(&ctx, classes, &value);
+            assert!(matches!(read, Err(rquickjs::Error::Exception)), "{read:?}");
+            let thrown = ctx.catch();
+            let message = thrown.as_exception().and_then(|e| e.message());
+            assert_eq!(message.as_deref(), Some("out of memory"));
+        });
+        runtime.set_memory_limit(0);
+        context.with(|ctx| {
+            let classes = PlainClasses::of(&ctx).unwrap();
+            assert!(read_ok(&ctx, classes, &eval(&ctx, "big")));
+        });
+    }
+
+    fn read_ok<'js>(ctx: &Ctx<'js>, classes: PlainClasses, value: &Value<'js>) -> bool {
+        matches!(read(ctx, classes, value), Ok(Some(_)))
+    }
+
+    #[test]
     fn a_to_json_anywhere_up_the_prototypes_is_seen() {
         with_engine(|ctx, classes| {
             for (setup, source) in [
