@@ -34,16 +34,10 @@ pub(crate) fn to_json<'js>(
     match plain::read(ctx, classes, &value) {
         Ok(Some(json)) => return Ok(json),
         Ok(None) => {}
-        // The read failed inside the engine (out of memory): `JSON.stringify` decides, as it
-        // would have without the read. Nothing the read does can be interrupted.
-        Err(_) => {
-            if ctx.has_exception() {
-                let thrown = ctx.catch();
-                if thrown.is_uncatchable_error() {
-                    return Err(NotJson::Stopping(ctx.throw(thrown)));
-                }
-            }
-        }
+        // The read failed inside the engine (out of memory). It runs no JavaScript, so the
+        // error is no interrupt: it is cleared, and `JSON.stringify` decides, as it would have
+        // without the read.
+        Err(_) => drop(ctx.catch()),
     }
     let text = match ctx.json_stringify(value) {
         Ok(Some(text)) => text,

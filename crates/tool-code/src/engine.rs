@@ -418,9 +418,9 @@ fn host_functions<'js>(
     let ticket = Rc::new(RefCell::new(Ticket::Limit));
     let left = Rc::clone(&ticket);
     let classes = PlainClasses::of(ctx)?;
-    // `call(index, args, pending)`, for the tool at `index` in the prelude's list, returns the value of a call that succeeded at once, converted
-    // without JSON text on either side; otherwise `pending`, and `ticket()` says what became of
-    // the call.
+    // `call(index, args, pending)`, for the tool at `index` in the prelude's list, returns the
+    // value of a call that succeeded at once; otherwise `pending`, and `ticket()` says what
+    // became of the call.
     let call = Function::new(
         ctx.clone(),
         move |ctx: Ctx<'js>,

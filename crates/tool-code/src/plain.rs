@@ -191,10 +191,9 @@ impl<'js> Reader<'_, 'js> {
             Own::Data(length) => plain!(array_length(&length)),
             Own::Absent | Own::Accessor => return Ok(Read::Decline),
         };
-        plain!(self.nodes_left(length));
-        let mut items = Vec::with_capacity(length);
+        plain!(self.nodes_left(length as usize));
+        let mut items = Vec::with_capacity(length as usize);
         for index in 0..length {
-            let index = plain!(u32::try_from(index).ok());
             let atom = IndexAtom::new(self.ctx, index);
             // A hole reads through the prototypes, where anything may be.
             let item = match own_data(self.ctx, array, atom.0)? {
@@ -263,12 +262,12 @@ fn number(float: f64) -> Option<serde_json::Value> {
 }
 
 /// An array's `length`, a whole number below 2^32.
-fn array_length(length: &Value<'_>) -> Option<usize> {
+fn array_length(length: &Value<'_>) -> Option<u32> {
     if let Some(int) = length.as_int() {
-        return usize::try_from(int).ok();
+        return u32::try_from(int).ok();
     }
     let float = length.as_float()?;
-    (float >= 0.0 && float.fract() == 0.0 && float < 4_294_967_296.0).then_some(float as usize)
+    (float >= 0.0 && float.fract() == 0.0 && float < 4_294_967_296.0).then_some(float as u32)
 }
 
 /// An own property as a read sees it.
