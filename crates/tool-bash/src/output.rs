@@ -341,7 +341,9 @@ impl StreamCollector {
     /// characters, and exactly its lossy decoding: successive reads from each `next_offset`,
     /// with what their skips stand for, rebuild the stream's decoding with nothing split or
     /// repeated. Bytes before the run are `skipped_bytes`; `lossy` says the spill file does
-    /// not hold them all (past its cap, no file, or a hole in what memory keeps).
+    /// not hold them all (past its cap, no file, or a hole in what memory keeps). While more
+    /// bytes may come, a read whose newest bytes follow such a hole and may still be the rest
+    /// of a character shows and skips nothing: `next_offset` stays `offset`.
     pub fn read_from(&self, offset: u64, max_bytes: usize, settled: bool) -> StreamRead {
         let total = self.total;
         let spill_path = self.spill_path().map(Path::to_path_buf);
@@ -358,6 +360,18 @@ impl StreamCollector {
         // the read starts after them, and says its skip is lossy. The three bytes before the
         // window, when there are any, tell whether it starts inside a character.
         let (fetched_from, mut bytes) = self.bytes_from(window_start.saturating_sub(3).max(offset));
+        // After a hole, fewer than three continuation bytes ending the stream may be the rest of
+        // a character whose lead was lost and whose last bytes are still to come: no edge
+        // between characters is known in them yet, so nothing can be shown or skipped.
+        if !settled && fetched_from > offset && bytes.len() < 3 && bytes.iter().all(is_continuation)
+        {
+            return StreamRead {
+                next_offset: offset,
+                spill_path,
+                spill_error: self.spill_facts().spill_error,
+                ..StreamRead::default()
+            };
+        }
         let at = (window_start.max(fetched_from) - fetched_from) as usize;
         // The reader's own offset is where its previous read ended: between characters.
         let skip = at + skip_to_boundary(&bytes, at, fetched_from == offset);
@@ -528,7 +542,6 @@ pub(crate) fn decode_suffix(
 /// character. When nothing before `at` is known, leading continuation bytes are skipped: they
 /// may belong to a character cut in half.
 fn skip_to_boundary(raw: &[u8], at: usize, starts_on_boundary: bool) -> usize {
-    let is_continuation = |b: &u8| (*b & 0xC0) == 0x80;
     let leading = raw[at..]
         .iter()
         .take(3)
@@ -566,6 +579,11 @@ fn skip_to_boundary(raw: &[u8], at: usize, starts_on_boundary: bool) -> usize {
         end += chunk.invalid().len();
     }
     end - at
+}
+
+/// Whether `byte` continues a character rather than starting one.
+fn is_continuation(byte: &u8) -> bool {
+    (*byte & 0xC0) == 0x80
 }
 
 /// The bytes of text U+FFFD takes, which is what each invalid sequence decodes to.

@@ -291,6 +291,35 @@ fn a_read_never_glues_the_head_to_the_tail_across_lost_bytes() {
 }
 
 #[test]
+fn a_read_waits_while_the_newest_bytes_follow_a_lost_lead() {
+    // No spill file and a window of 3: memory keeps `a` and the last two bytes, `9F 98`, of
+    // an emoji whose first byte is kept nowhere and whose last byte has not come.
+    let mut c = StreamCollector::new("stdout", 3, 1 << 20, None);
+    c.push(&[b'a', 0xF0, 0x9F, 0x98]);
+    // No edge between characters is known in `9F 98`: the read shows and skips nothing, and
+    // still says why bytes are kept nowhere.
+    assert_eq!(
+        c.read_from(0, 0, false),
+        StreamRead {
+            text: String::new(),
+            next_offset: 0,
+            skipped_bytes: 0,
+            lossy: false,
+            spill_path: None,
+            spill_error: Some(String::from("no spill directory is configured")),
+        }
+    );
+    // What a read shows, where it ends, what it skips and whether the skip is lost.
+    let seen = |read: StreamRead| (read.text, read.next_offset, read.skipped_bytes, read.lossy);
+    // Once the stream has settled, they are skipped as lost.
+    assert_eq!(seen(c.read_from(0, 0, true)), (String::new(), 4, 4, true));
+    // The last byte comes, then `b`: the emoji's rest is skipped as lost, and the read starts
+    // on the edge after it.
+    c.push(&[0x80, b'b']);
+    assert_eq!(seen(c.read_from(0, 0, false)), ("b".to_owned(), 6, 5, true));
+}
+
+#[test]
 fn an_invalid_sequence_at_the_end_is_not_held_back() {
     let (mut c, _dir) = collector(100, 1000);
     // `F4 00` can never become a character: it is output now, not a character to wait for.
