@@ -564,7 +564,7 @@ fn fifty_runs_killed_at_random_points_each_resume() {
         .flatten()
         .map(|e| e.path())
         .collect();
-    assert_eq!(loose, Vec::<PathBuf>::new());
+    assert_eq!(loose, Vec::<PathBuf>::new(), "seed {seed}");
     assert!(
         started.elapsed() < Duration::from_secs(120),
         "{:?}",

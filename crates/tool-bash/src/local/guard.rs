@@ -4,8 +4,8 @@
 use super::group::*;
 use super::process::lock;
 use nix::sys::signal::Signal;
+use std::collections::BTreeSet;
 use std::fs::File;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,10 @@ use std::sync::{Arc, Mutex};
 /// The register is a file rather than lines sent to the guard so that a command costs the
 /// harness one `write` to a file, not two wake-ups of another process (about 50 µs per command).
 ///
+/// The register never outlives the harness and its guard: it is created only once the guard
+/// that removes it runs, and a compaction writes its new copy under the one other name the guard
+/// removes (`<register>.new`), so a harness killed at any moment leaves no file behind.
+///
 /// A command may kill the guard (it runs as the same user). The harness notices at once: a
 /// watcher thread holds the read end of the guard's stdout, which reaches its end when the guard
 /// dies, and starts a new guard on the same register. Each spawn also checks the guard first.
@@ -33,15 +37,17 @@ while read -r op id; do
   esac
 done < "$1"
 for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
-rm -f -- "$1"
+rm -f -- "$1" "$1.new"
 "#;
 
 /// The register is rewritten with only its live groups once it grows past this.
 pub(super) const REGISTER_COMPACT_BYTES: u64 = 1 << 20;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct OrphanGuard {
     pub(super) state: Mutex<GuardState>,
+    /// Where the register is created; the system's temporary directory unless a test says.
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -51,7 +57,7 @@ pub(super) struct GuardState {
     /// The register file, once created.
     pub(super) register: Option<Register>,
     /// Every group registered and not yet unregistered: what a compacted register holds.
-    pub(super) live: std::collections::BTreeSet<i32>,
+    pub(super) live: BTreeSet<i32>,
     /// Counts the guards started, so a watcher restarts only the guard it watched.
     pub(super) generation: u64,
 }
@@ -64,17 +70,25 @@ pub(super) struct Register {
 }
 
 impl Register {
-    pub(super) fn create() -> std::io::Result<Register> {
-        let file = tempfile::Builder::new()
-            .prefix("dsh-guard-")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile()?;
-        let (file, path) = file.keep().map_err(|e| e.error)?;
-        Ok(Register {
-            path,
-            file,
-            bytes: 0,
-        })
+    /// A fresh name for a register in `dir`: unique to this process and random, so nothing
+    /// else holds it (the file is created with `create_new`, which fails rather than reuse it).
+    pub(super) fn fresh_path(dir: &Path) -> PathBuf {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        random.write_u128(now.map_or(0, |since| since.as_nanos()));
+        dir.join(format!(
+            "dsh-guard-{}-{:016x}",
+            std::process::id(),
+            random.finish()
+        ))
+    }
+
+    /// Creates the register at `path` (which must not exist), listing `live`.
+    pub(super) fn create(path: PathBuf, live: &BTreeSet<i32>) -> std::io::Result<Register> {
+        let mut file = private_new_file(&path)?;
+        let bytes = write_live(&mut file, live)?;
+        Ok(Register { path, file, bytes })
     }
 
     /// Appends one line (a small write to a file is written whole).
@@ -86,24 +100,58 @@ impl Register {
     }
 
     /// Replaces the register with one that lists only `live`, under the same path (the guard
-    /// opens it by path when the harness is gone).
-    pub(super) fn compact(
-        &mut self,
-        live: &std::collections::BTreeSet<i32>,
-    ) -> std::io::Result<()> {
-        use std::io::Write;
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("/"));
-        let mut fresh = tempfile::Builder::new()
-            .prefix("dsh-guard-")
-            .permissions(std::fs::Permissions::from_mode(0o600))
-            .tempfile_in(dir)?;
-        let text: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
-        fresh.write_all(text.as_bytes())?;
-        let file = fresh.persist(&self.path).map_err(|e| e.error)?;
-        self.file = file;
-        self.bytes = text.len() as u64;
-        Ok(())
+    /// opens it by path when the harness is gone). The new copy is written as `<path>.new`,
+    /// which the guard also removes, then renamed over the register.
+    pub(super) fn compact(&mut self, live: &BTreeSet<i32>) -> std::io::Result<()> {
+        let fresh = new_copy_path(&self.path);
+        // A copy left by a compaction that failed half-way is ours to replace.
+        match std::fs::remove_file(&fresh) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+        let mut file = private_new_file(&fresh)?;
+        let written = write_live(&mut file, live).and_then(|bytes| {
+            std::fs::rename(&fresh, &self.path)?;
+            Ok(bytes)
+        });
+        match written {
+            Ok(bytes) => {
+                self.file = file;
+                self.bytes = bytes;
+                Ok(())
+            }
+            Err(error) => {
+                let _ = std::fs::remove_file(&fresh);
+                Err(error)
+            }
+        }
     }
+}
+
+/// Where a compaction writes the register's new copy.
+pub(super) fn new_copy_path(register: &Path) -> PathBuf {
+    let mut name = register.as_os_str().to_owned();
+    name.push(".new");
+    PathBuf::from(name)
+}
+
+/// Creates a file only this user can read, failing if anything (a symlink included) is at
+/// `path`.
+fn private_new_file(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Writes an `add` line for each of `live`, returning the bytes written.
+fn write_live(file: &mut File, live: &BTreeSet<i32>) -> std::io::Result<u64> {
+    use std::io::Write as _;
+    let text: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
+    file.write_all(text.as_bytes())?;
+    Ok(text.len() as u64)
 }
 
 #[derive(Debug)]
@@ -115,7 +163,19 @@ pub(super) struct GuardProcess {
 
 impl OrphanGuard {
     pub(super) fn new() -> Arc<OrphanGuard> {
-        Arc::new(OrphanGuard::default())
+        Arc::new(OrphanGuard {
+            state: Mutex::default(),
+            dir: None,
+        })
+    }
+
+    /// A guard whose register is created in `dir`.
+    #[cfg(test)]
+    pub(super) fn new_in(dir: &Path) -> Arc<OrphanGuard> {
+        Arc::new(OrphanGuard {
+            state: Mutex::default(),
+            dir: Some(dir.to_path_buf()),
+        })
     }
 
     pub(super) fn register(self: &Arc<Self>, bash: &Path, pgid: i32) {
@@ -154,24 +214,13 @@ impl OrphanGuard {
         state.process = self.start(state, bash);
     }
 
-    /// Records one line in the register, creating it (and the guard) on first use, and
-    /// compacting it when it has grown.
+    /// Records one line in the register (the line's change is already in `live`), compacting
+    /// the register when it has grown, and starts the guard (creating the register, which then
+    /// lists every live group) when none runs.
     pub(super) fn record(self: &Arc<Self>, state: &mut GuardState, bash: &Path, line: &str) {
-        if state.register.is_none() {
-            match Register::create() {
-                Ok(register) => state.register = Some(register),
-                Err(error) => {
-                    tracing::warn!(
-                        "cannot create the orphan guard's register: {error}; a crashed harness may leave commands running"
-                    );
-                    return;
-                }
-            }
-        }
         let live = &state.live;
         if let Some(register) = state.register.as_mut() {
             let recorded = if register.bytes >= REGISTER_COMPACT_BYTES {
-                // The line's change is already in `live`.
                 register.compact(live)
             } else {
                 register.append(line)
@@ -186,15 +235,28 @@ impl OrphanGuard {
         }
     }
 
-    pub(super) fn start(self: &Arc<Self>, state: &GuardState, bash: &Path) -> Option<GuardProcess> {
+    /// Starts a guard on the register, first creating the register (listing every live group)
+    /// when there is none: the guard runs before the file exists, so no moment leaves a
+    /// register that nothing would remove.
+    pub(super) fn start(
+        self: &Arc<Self>,
+        state: &mut GuardState,
+        bash: &Path,
+    ) -> Option<GuardProcess> {
         use std::os::unix::process::CommandExt as _;
-        let register = state.register.as_ref()?;
         let generation = state.generation;
+        let path = match &state.register {
+            Some(register) => register.path.clone(),
+            None => {
+                let dir = self.dir.clone().unwrap_or_else(std::env::temp_dir);
+                Register::fresh_path(&dir)
+            }
+        };
         let spawned = std::process::Command::new(bash)
             .arg("-c")
             .arg(GUARD_SCRIPT)
             .arg("dsh-orphan-guard")
-            .arg(&register.path)
+            .arg(&path)
             .env_clear()
             // Never written: its end tells the guard that the harness is gone.
             .stdin(Stdio::piped())
@@ -204,7 +266,7 @@ impl OrphanGuard {
             // Its own group: killing a command's group never reaches the guard.
             .process_group(0)
             .spawn();
-        let (child, stdin, stdout) = match spawned {
+        let (mut child, stdin, stdout) = match spawned {
             Ok(mut child) => {
                 let stdin = child.stdin.take()?;
                 let stdout = child.stdout.take()?;
@@ -217,6 +279,20 @@ impl OrphanGuard {
                 return None;
             }
         };
+        if state.register.is_none() {
+            match Register::create(path, &state.live) {
+                Ok(register) => state.register = Some(register),
+                Err(error) => {
+                    tracing::warn!(
+                        "cannot create the orphan guard's register: {error}; a crashed harness may leave commands running"
+                    );
+                    // Killed, not told the harness is gone: the path is not ours to remove.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
+        }
         let watched = Arc::downgrade(self);
         let bash = bash.to_path_buf();
         let watcher = std::thread::Builder::new()
@@ -265,7 +341,11 @@ impl Drop for OrphanGuard {
             signal_group(pgid, Signal::SIGKILL);
         }
         if let Some(register) = state.register.take() {
+            let _ = std::fs::remove_file(new_copy_path(&register.path));
             let _ = std::fs::remove_file(register.path);
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
