@@ -98,6 +98,9 @@ pub(crate) fn list(store: &FsSessionStore, json: bool) -> Result<(), Failure> {
             .collect();
         output::line(&cells.join("  "))?;
     }
+    for problem in sessions.iter().filter_map(|s| s.problem.as_deref()) {
+        output::say(&format!("dsh-agent: {problem}"));
+    }
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use agent_loop::{FsSessionStore, SessionStore};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
@@ -180,14 +180,20 @@ fn a_spilled_output_path_stays_valid_after_the_run_in_a_private_session_director
     assert_eq!(log.last().unwrap()["reason"], "completed");
 }
 
-#[test]
-fn list_and_prune_never_remove_a_session_in_use() {
-    let dir = scratch();
-    let store = dir.path().join("sessions");
-    let script = script(dir.path(), "s.json", json!([text_step("hi")]));
+/// A store under `dir` with two sessions of one turn each, ended, and the script they ran.
+fn two_ended_sessions(dir: &Path) -> (PathBuf, String) {
+    let store = dir.join("sessions");
+    let script = script(dir, "s.json", json!([text_step("hi")]));
     for _ in 0..2 {
         run_ok(&store, &["run", "--script", &script, "--cwd", "/"]);
     }
+    (store, script)
+}
+
+#[test]
+fn list_and_prune_never_remove_a_session_in_use() {
+    let dir = scratch();
+    let (store, script) = two_ended_sessions(dir.path());
     let sessions = list(&store);
     let ids: Vec<String> = sessions
         .iter()
@@ -242,6 +248,58 @@ fn list_and_prune_never_remove_a_session_in_use() {
     let left = list(&store);
     assert_eq!(left.len(), 1);
     assert_ne!(left[0]["id"], json!(ids[0]));
+}
+
+#[test]
+fn a_session_whose_log_cannot_be_read_is_listed_with_the_reason() {
+    let dir = scratch();
+    let (store, _) = two_ended_sessions(dir.path());
+    let ids: Vec<String> = list(&store)
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    // A line over the reader's limit (32 MiB) makes the second log unreadable.
+    let log = store.join(&ids[1]).join("events.jsonl");
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count();
+    let mut huge = vec![b'x'; 32 * 1024 * 1024 + 1];
+    huge.push(b'\n');
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(&huge)
+        .unwrap();
+    let reason = format!(
+        "cannot read the log of session {}: line {} is longer than 33554432 bytes",
+        ids[1],
+        lines + 1
+    );
+
+    let sessions = list(&store);
+    let seen: Vec<(&Value, &Value, &Value, Option<&Value>)> = sessions
+        .iter()
+        .map(|s| (&s["id"], &s["state"], &s["turns"], s.get("problem")))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (&json!(ids[0]), &json!("ended"), &json!(1), None),
+            (
+                &json!(ids[1]),
+                &json!("unreadable"),
+                &json!(1),
+                Some(&json!(reason))
+            ),
+        ]
+    );
+    let output = run_ok(&store, &["sessions", "list"]);
+    let table = stdout(&output);
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(
+        table.lines().nth(2).unwrap().contains("unreadable"),
+        "{table}"
+    );
+    assert_eq!(stderr(&output), format!("dsh-agent: {reason}\n"));
 }
 
 #[test]

@@ -176,6 +176,8 @@ pub enum SessionState {
     Interrupted,
     /// Its process died without ending it (no `session/end` last, no live holder).
     Crashed,
+    /// Its log could not be read; [`SessionInfo::problem`] says why.
+    Unreadable,
 }
 
 impl SessionState {
@@ -186,6 +188,7 @@ impl SessionState {
             SessionState::Ended => "ended",
             SessionState::Interrupted => "interrupted",
             SessionState::Crashed => "crashed",
+            SessionState::Unreadable => "unreadable",
         }
     }
 }
@@ -212,6 +215,10 @@ pub struct SessionInfo {
     /// The session it was forked from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// Why its log could not be read (its state is then `unreadable`, and its turns and start
+    /// are what could be read before the failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Which sessions [`SessionStore::prune`] removes.
@@ -270,7 +277,9 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// spill locators stay readable whatever becomes of `id`; later spills are the fork's own.
     fn fork(&self, id: &str) -> Result<ResumedSession, StoreError>;
 
-    /// Every session, oldest first.
+    /// Every session, oldest first. A session whose log cannot be read is listed as
+    /// [`SessionState::Unreadable`] with the reason; only a root that cannot be read fails the
+    /// listing.
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
 
     /// Removes the sessions idle for longer than the policy says, oldest first, never one in
@@ -287,6 +296,40 @@ struct Meta {
     cwd: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     forked_from: Option<String>,
+}
+
+/// What a session's log says for [`SessionStore::list`], read one line at a time.
+#[derive(Default)]
+struct LogSummary {
+    turns: u64,
+    /// How the last event ended the session, if it is a `session/end`.
+    ended: Option<SessionEndReason>,
+    first: Option<EventRecord>,
+}
+
+impl LogSummary {
+    /// Reads the log at `path`, keeping what it read before any failure.
+    fn read(&mut self, id: &str, path: &Path) -> Result<(), StoreError> {
+        for entry in SessionLog::lines(path).map_err(io_error(path))? {
+            let entry = entry.map_err(|source| StoreError::Log {
+                id: id.to_owned(),
+                source,
+            })?;
+            let (LogEntry::Event(record) | LogEntry::Repaired(record, _)) = entry else {
+                continue;
+            };
+            self.ended = match record.event {
+                SessionEvent::TurnEnd { .. } => {
+                    self.turns += 1;
+                    None
+                }
+                SessionEvent::SessionEnd { reason } => Some(reason),
+                _ => None,
+            };
+            self.first.get_or_insert(record);
+        }
+        Ok(())
+    }
 }
 
 /// The file-system session store: one directory per session under a root (see the module
@@ -358,39 +401,32 @@ impl FsSessionStore {
         Ok(SessionLease::new(id, log_path, spill_dir, Box::new(hold)))
     }
 
-    fn info(&self, id: &str, dir: &Path) -> Result<SessionInfo, StoreError> {
+    /// What `list` says of one session. A log that cannot be read makes the session
+    /// `unreadable` with the reason, never the listing fail.
+    fn info(&self, id: &str, dir: &Path) -> SessionInfo {
         let meta: Meta = std::fs::read_to_string(dir.join(META_FILE))
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
         let log_path = dir.join(EVENTS_FILE);
-        let mut turns = 0;
-        // How the last event ended the session, if it is a `session/end`.
-        let mut ended: Option<SessionEndReason> = None;
-        let mut first: Option<EventRecord> = None;
-        if log_path.is_file() {
-            let lines = SessionLog::lines(&log_path).map_err(io_error(&log_path))?;
-            for entry in lines {
-                let entry = entry.map_err(|source| StoreError::Log {
-                    id: id.to_owned(),
-                    source,
-                })?;
-                let (LogEntry::Event(record) | LogEntry::Repaired(record, _)) = entry else {
-                    continue;
-                };
-                ended = match record.event {
-                    SessionEvent::TurnEnd { .. } => {
-                        turns += 1;
-                        None
-                    }
-                    SessionEvent::SessionEnd { reason } => Some(reason),
-                    _ => None,
-                };
-                first.get_or_insert(record);
-            }
-        }
+        let mut summary = LogSummary::default();
+        let problem = if log_path.is_file() {
+            summary
+                .read(id, &log_path)
+                .err()
+                .map(|error| error.to_string())
+        } else {
+            None
+        };
+        let LogSummary {
+            turns,
+            ended,
+            first,
+        } = summary;
         let modified = last_activity(dir).unwrap_or(SystemTime::UNIX_EPOCH);
-        let state = if holder_alive(dir) {
+        let state = if problem.is_some() {
+            SessionState::Unreadable
+        } else if holder_alive(dir) {
             SessionState::Running
         } else {
             match ended {
@@ -413,7 +449,7 @@ impl FsSessionStore {
                 String::new(),
             ),
         };
-        Ok(SessionInfo {
+        SessionInfo {
             id: id.to_owned(),
             started,
             cwd,
@@ -422,7 +458,8 @@ impl FsSessionStore {
             size_bytes: dir_size(dir),
             state,
             forked_from: meta.forked_from,
-        })
+            problem,
+        }
     }
 
     /// The session ids under the root, sorted (ids sort by creation time).
@@ -541,7 +578,7 @@ impl SessionStore for FsSessionStore {
             if !is_session(&dir) {
                 continue;
             }
-            sessions.push(self.info(&id, &dir)?);
+            sessions.push(self.info(&id, &dir));
         }
         Ok(sessions)
     }
