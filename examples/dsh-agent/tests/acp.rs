@@ -583,36 +583,76 @@ fn the_editors_mcp_servers_give_the_session_their_tools() {
 }
 
 /// `dsh-agent acp` with a script of no steps, fed `lines`; the messages it wrote.
-fn exchange(lines: &[&str]) -> Vec<Value> {
-    let dir = support::scratch();
-    let script = support::write_script(dir.path(), json!([]));
-    let mut child = support::command(
-        &[
-            "acp",
-            "--sandbox",
-            "off",
-            "--script",
-            script.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .stdin(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut answers = Vec::new();
-    // One line at a time, each answered before the next is sent: the agent answers requests
-    // in tasks of their own, so the order of answers to lines sent at once is not fixed.
-    for line in lines {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        let mut answer = String::new();
-        stdout.read_line(&mut answer).unwrap();
-        answers.push(serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}")));
+/// `dsh-agent acp` with a model scripted by `steps`, spoken to one line at a time.
+struct Connection {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    _dir: tempfile::TempDir,
+}
+
+impl Connection {
+    fn open(steps: Value) -> Connection {
+        let dir = support::scratch();
+        let script = support::write_script(dir.path(), steps);
+        let mut child = support::command(
+            &[
+                "acp",
+                "--sandbox",
+                "off",
+                "--script",
+                script.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+        Connection {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            _dir: dir,
+        }
     }
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+
+    /// Sends `line` and reads the next message back that is not a session update. One line at a time, each answered before the
+    /// next is sent: the agent answers requests in tasks of their own, so the order of answers
+    /// to lines sent at once is not fixed.
+    fn ask(&mut self, line: &str) -> Value {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+        self.receive()
+    }
+
+    /// The next message that is not a session update.
+    fn receive(&mut self) -> Value {
+        loop {
+            let mut answer = String::new();
+            self.stdout.read_line(&mut answer).unwrap();
+            let answer: Value =
+                serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+            // Updates of a session come before the answer to its prompt.
+            if answer["method"] != json!("session/update") {
+                return answer;
+            }
+        }
+    }
+
+    /// Closes the agent's input: it exits, successfully.
+    fn close(self) {
+        let Connection {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+fn exchange(lines: &[&str]) -> Vec<Value> {
+    let mut connection = Connection::open(json!([]));
+    let answers = lines.iter().map(|line| connection.ask(line)).collect();
+    connection.close();
     answers
 }
 
@@ -655,4 +695,53 @@ fn bad_input_gets_protocol_errors_and_the_connection_goes_on() {
         ]
     );
     assert_eq!(initialized["result"]["protocolVersion"], json!(1));
+}
+
+#[test]
+fn loading_a_session_open_on_the_connection_says_so_and_the_session_goes_on() {
+    let mut connection = Connection::open(json!([support::text_step("still here")]));
+    let cwd = std::env::temp_dir();
+    let new = json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+        "params": {"cwd": cwd, "mcpServers": []}});
+    let answer = connection.ask(&new.to_string());
+    let id = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
+        "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}});
+    assert_eq!(
+        connection.ask(&load.to_string()),
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Invalid params",
+            "data": format!("session {id} is already open on this connection")}})
+    );
+    // The open session still takes prompts.
+    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}});
+    assert_eq!(
+        connection.ask(&prompt.to_string()),
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
+    );
+
+    // Two loads of one closed session sent at once: one opens it, the other is told it is
+    // open, whichever comes second (the first may still be opening it).
+    let closed = {
+        use agent_loop::SessionStore as _;
+        let store = agent_loop::FsSessionStore::new(support::SESSION_DIR);
+        store.create(&cwd).unwrap().id().to_owned()
+    };
+    for id in [4, 5] {
+        let load = json!({"jsonrpc": "2.0", "id": id, "method": "session/load",
+            "params": {"sessionId": closed, "cwd": cwd, "mcpServers": []}});
+        writeln!(connection.stdin, "{load}").unwrap();
+    }
+    connection.stdin.flush().unwrap();
+    let mut answers = [connection.receive(), connection.receive()];
+    answers.sort_by_key(|answer| answer.get("error").is_some());
+    assert_eq!(answers[0]["result"], json!({}), "{answers:?}");
+    assert_eq!(
+        answers[1]["error"]["data"],
+        json!(format!(
+            "session {closed} is already open on this connection"
+        )),
+        "{answers:?}"
+    );
+    connection.close();
 }

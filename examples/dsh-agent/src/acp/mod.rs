@@ -221,8 +221,16 @@ impl Server {
             .ok_or_else(|| RpcError::invalid_params("`sessionId` must be a string"))?;
         let cwd = working_directory(params)?;
         let servers = mcp_config(params)?;
+        let already_open =
+            || RpcError::invalid_params(format!("session {id} is already open on this connection"));
+        if self.session(id).is_ok() {
+            return Err(already_open());
+        }
         let resumed = self.store.resume(id).map_err(|error| match error {
             StoreError::NotFound { .. } | StoreError::InvalidId { .. } => unknown_session(id),
+            // A load of the same session still opening holds its lock.
+            StoreError::SessionInUse { pid, .. } if pid == std::process::id() => already_open(),
+            in_use @ StoreError::SessionInUse { .. } => RpcError::invalid_params(in_use),
             other => RpcError::internal(other),
         })?;
         self.open(resumed.lease, Some(resumed.log), cwd, servers)
