@@ -4,7 +4,7 @@
 //! rejection is a result the model reads.
 
 use super::rpc::Outbox;
-use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry};
+use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry, WeakToolRegistry};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -23,7 +23,8 @@ pub(crate) const REJECTED: &str = "the user rejected this call";
 struct EditorApprover {
     outbox: Outbox,
     session_id: String,
-    registry: ToolRegistry,
+    /// Weak: the approver lives in the registry it presents calls with.
+    registry: WeakToolRegistry,
     /// The tools allowed for the rest of the session: an answer about one tool never grants
     /// another.
     allowed_for_session: Arc<Mutex<HashSet<String>>>,
@@ -84,14 +85,12 @@ impl Approver for EditorApprover {
         }
         let execution = &request.execution;
         let call_id = execution.call_id().to_owned();
-        let mut tool_call = match execution.args() {
-            Some(args) => {
-                let view =
-                    self.registry
-                        .present_call(execution.name(), args, execution.session_id());
+        let mut tool_call = match (execution.args(), self.registry.upgrade()) {
+            (Some(args), Some(registry)) => {
+                let view = registry.present_call(execution.name(), args, execution.session_id());
                 presenters::acp::tool_call(&call_id, &view)
             }
-            None => json!({"toolCallId": call_id, "title": tool}),
+            _ => json!({"toolCallId": call_id, "title": tool}),
         };
         if let Some(reason) = &escalation {
             tool_call["content"] = json!([{"type": "content",
@@ -156,7 +155,7 @@ pub(crate) fn install(
     scope.set_approver(Arc::new(EditorApprover {
         outbox,
         session_id: session_id.to_owned(),
-        registry: registry.clone(),
+        registry: registry.downgrade(),
         allowed_for_session: Arc::default(),
     }))?;
     Ok(())
@@ -169,6 +168,16 @@ mod tests {
 
     fn selected(option: &str) -> Value {
         json!({"outcome": {"outcome": "selected", "optionId": option}})
+    }
+
+    #[tokio::test]
+    async fn the_approver_does_not_keep_its_registry_alive() {
+        let registry = ToolRegistry::new();
+        let weak = registry.downgrade();
+        let (outbox, _writer) = Outbox::stdout();
+        install(&registry, outbox, "s").unwrap();
+        drop(registry);
+        assert!(weak.upgrade().is_none());
     }
 
     #[test]
