@@ -268,11 +268,34 @@ fn refused(name: &str) -> ToolCallError {
 mod tests {
     use super::*;
 
+    /// Waits on `bell` in a thread of its own: whether the wait ended within ten seconds (a
+    /// lost ring fails the test rather than hanging it).
+    fn waited(bell: &Arc<Bell>, then: impl FnOnce()) -> bool {
+        let (done, finished) = std::sync::mpsc::channel();
+        let waiter = Arc::clone(bell);
+        std::thread::spawn(move || {
+            waiter.wait();
+            let _ = done.send(());
+        });
+        then();
+        finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .is_ok()
+    }
+
     #[test]
     fn a_ring_before_the_wait_is_not_lost_and_is_used_once() {
-        let bell = Bell::default();
+        let bell = Arc::new(Bell::default());
         bell.ring();
-        bell.wait();
+        assert!(waited(&bell, || {}), "a ring before the wait was lost");
         assert!(!bell.rung.load(Ordering::SeqCst));
+        // A ring during a wait wakes it.
+        assert!(
+            waited(&bell, || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                bell.ring();
+            }),
+            "a ring during the wait was lost"
+        );
     }
 }
