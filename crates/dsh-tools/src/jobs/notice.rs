@@ -1,8 +1,8 @@
 //! Completion notices: reporting a settled job to its owner at most once, waking an idle
 //! agent, and the notice's text.
 
-use super::state::*;
-use super::types::*;
+use super::state::{Inner, lock};
+use super::types::{JobId, JobSnapshot, NoticeDelivery};
 use crate::agent::{AgentRef, InjectedContext};
 use crate::definition::contain;
 use crate::text::head_bytes;

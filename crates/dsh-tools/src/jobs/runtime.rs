@@ -1,10 +1,16 @@
 //! The jobs runtime: starting, reading, listing, waiting for and killing jobs, and
 //! settling them first-wins.
 
-use super::error::*;
-use super::state::*;
-use super::types::*;
-use super::waiter::*;
+use super::error::JobError;
+use super::state::{
+    ChangedListener, DoneListener, Inner, Listeners, Record, State, issued_parts, lock, now_ms,
+    visible,
+};
+use super::types::{
+    CancelFn, JobEnd, JobId, JobOutcome, JobRead, JobSnapshot, JobStart, JobStatus, JobsConfig,
+    KillOutcome, TurnOpener,
+};
+use super::waiter::Waiter;
 use crate::agent::AgentRef;
 use crate::definition::contain;
 use crate::error::panic_message;

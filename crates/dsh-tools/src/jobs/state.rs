@@ -1,8 +1,8 @@
 //! The runtime's bookkeeping: the records of the jobs, their listeners, and the locked
 //! state every operation enters through.
 
-use super::error::*;
-use super::types::*;
+use super::error::JobError;
+use super::types::{CancelFn, JobSnapshot, JobsConfig, ReaderFn, TurnOpener};
 use crate::agent::AgentRef;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

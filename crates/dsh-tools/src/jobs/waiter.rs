@@ -1,7 +1,7 @@
 //! The count of callers inside a wait, which decides whether a settlement was seen.
 
-use super::state::*;
-use super::types::*;
+use super::state::{Inner, Record, lock};
+use super::types::JobId;
 
 /// A caller inside [`JobRuntime::wait`], counted on its record. It is uncounted when the wait
 /// returns, and also when the wait's future is dropped first (a timeout around it, an aborted

@@ -1,7 +1,7 @@
 //! The orphan guard: a process that kills every registered process group when the harness
 //! dies, replaced at once when a command kills it.
 
-use super::group::*;
+use super::group::signal_group;
 use super::process::lock;
 use nix::sys::signal::Signal;
 use std::collections::BTreeSet;

@@ -56,11 +56,14 @@ mod guard;
 mod process;
 mod spill;
 
+use group::{
+    await_group_gone, resolve_program, shell_status, signal_group, signal_name, terminate,
+};
+use guard::OrphanGuard;
+use process::{LocalProcess, ProcessState, lock};
+use spill::{SpillDir, SpillPlace};
+
 pub(crate) use group::find_on_path;
-use group::*;
-use guard::*;
-use process::*;
-use spill::*;
 
 /// Configuration of the local executor.
 #[derive(Clone, Debug)]

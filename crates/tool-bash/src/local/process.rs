@@ -1,7 +1,6 @@
 //! The handle of a background process: its state, and the `ShellProcess` the job hooks use.
 
-use super::spill::*;
-
+use super::spill::SpillDir;
 use crate::output::StreamCollector;
 use crate::shell::{ProcessStatus, ShellProcess, Stream, StreamRead};
 use futures::future::BoxFuture;
