@@ -21,9 +21,10 @@ use std::sync::{Arc, Mutex};
 /// The register is a file rather than lines sent to the guard so that a command costs the
 /// harness one `write` to a file, not two wake-ups of another process (about 50 µs per command).
 ///
-/// The register never outlives the harness and its guard: it is created only once the guard
-/// that removes it runs, and a compaction writes its new copy under the one other name the guard
-/// removes (`<register>.new`), so a harness killed at any moment leaves no file behind.
+/// The register never outlives the harness while its guard runs: it is created only once the
+/// guard that removes it runs, and a compaction writes its new copy under a name the guard
+/// removes too (`<register>.new.<random>`), so a harness killed at any moment leaves no file
+/// behind. (A guard killed by a command removes nothing; the harness replaces it at once.)
 ///
 /// A command may kill the guard (it runs as the same user). The harness notices at once: a
 /// watcher thread holds the read end of the guard's stdout, which reaches its end when the guard
@@ -37,11 +38,15 @@ while read -r op id; do
   esac
 done < "$1"
 for id in "${!live[@]}"; do kill -KILL -- "-$id" 2>/dev/null; done
-rm -f -- "$1" "$1.new"
+rm -f -- "$1" "$1".new.*
 "#;
 
 /// The register is rewritten with only its live groups once it grows past this.
 pub(super) const REGISTER_COMPACT_BYTES: u64 = 1 << 20;
+
+/// After the register could not be created, the next attempt waits this long: each attempt
+/// starts a `bash`, which a command must not pay for while the temporary directory is unusable.
+pub(super) const REGISTER_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug)]
 pub(super) struct OrphanGuard {
@@ -60,6 +65,8 @@ pub(super) struct GuardState {
     pub(super) live: BTreeSet<i32>,
     /// Counts the guards started, so a watcher restarts only the guard it watched.
     pub(super) generation: u64,
+    /// No guard is started before this, after the register could not be created.
+    pub(super) retry_after: Option<std::time::Instant>,
 }
 
 #[derive(Debug)]
@@ -73,21 +80,16 @@ impl Register {
     /// A fresh name for a register in `dir`: unique to this process and random, so nothing
     /// else holds it (the file is created with `create_new`, which fails rather than reuse it).
     pub(super) fn fresh_path(dir: &Path) -> PathBuf {
-        use std::hash::{BuildHasher as _, Hasher as _};
-        let mut random = std::collections::hash_map::RandomState::new().build_hasher();
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        random.write_u128(now.map_or(0, |since| since.as_nanos()));
         dir.join(format!(
             "dsh-guard-{}-{:016x}",
             std::process::id(),
-            random.finish()
+            random()
         ))
     }
 
     /// Creates the register at `path` (which must not exist), listing `live`.
     pub(super) fn create(path: PathBuf, live: &BTreeSet<i32>) -> std::io::Result<Register> {
-        let mut file = private_new_file(&path)?;
-        let bytes = write_live(&mut file, live)?;
+        let (file, bytes) = write_new(&path, live)?;
         Ok(Register { path, file, bytes })
     }
 
@@ -100,22 +102,13 @@ impl Register {
     }
 
     /// Replaces the register with one that lists only `live`, under the same path (the guard
-    /// opens it by path when the harness is gone). The new copy is written as `<path>.new`,
-    /// which the guard also removes, then renamed over the register.
+    /// opens it by path when the harness is gone). The new copy is written under a random
+    /// name the guard also removes (`<path>.new.<random>`), then renamed over the register.
     pub(super) fn compact(&mut self, live: &BTreeSet<i32>) -> std::io::Result<()> {
         let fresh = new_copy_path(&self.path);
-        // A copy left by a compaction that failed half-way is ours to replace.
-        match std::fs::remove_file(&fresh) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
-            _ => {}
-        }
-        let mut file = private_new_file(&fresh)?;
-        let written = write_live(&mut file, live).and_then(|bytes| {
-            std::fs::rename(&fresh, &self.path)?;
-            Ok(bytes)
-        });
-        match written {
-            Ok(bytes) => {
+        let (file, bytes) = write_new(&fresh, live)?;
+        match std::fs::rename(&fresh, &self.path) {
+            Ok(()) => {
                 self.file = file;
                 self.bytes = bytes;
                 Ok(())
@@ -128,30 +121,41 @@ impl Register {
     }
 }
 
-/// Where a compaction writes the register's new copy.
+/// A name for a compaction's new copy of `register`, one the guard removes.
 pub(super) fn new_copy_path(register: &Path) -> PathBuf {
     let mut name = register.as_os_str().to_owned();
-    name.push(".new");
+    name.push(format!(".new.{:016x}", random()));
     PathBuf::from(name)
 }
 
-/// Creates a file only this user can read, failing if anything (a symlink included) is at
-/// `path`.
-fn private_new_file(path: &Path) -> std::io::Result<File> {
+/// A random number (std's per-process random hash keys, mixed with the time).
+fn random() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut random = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    random.write_u128(now.map_or(0, |since| since.as_nanos()));
+    random.finish()
+}
+
+/// Creates a file at `path` that only this user can read, failing if anything (a symlink
+/// included) is there, and writes an `add` line for each of `live` to it. Returns the file and
+/// the bytes written; a file that could not be written whole is removed.
+fn write_new(path: &Path, live: &BTreeSet<i32>) -> std::io::Result<(File, u64)> {
+    use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(path)
-}
-
-/// Writes an `add` line for each of `live`, returning the bytes written.
-fn write_live(file: &mut File, live: &BTreeSet<i32>) -> std::io::Result<u64> {
-    use std::io::Write as _;
+        .open(path)?;
     let text: String = live.iter().map(|pgid| format!("add {pgid}\n")).collect();
-    file.write_all(text.as_bytes())?;
-    Ok(text.len() as u64)
+    match file.write_all(text.as_bytes()) {
+        Ok(()) => Ok((file, text.len() as u64)),
+        Err(error) => {
+            let _ = std::fs::remove_file(path);
+            Err(error)
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -210,8 +214,7 @@ impl OrphanGuard {
             let _ = old.child.kill();
             let _ = old.child.wait();
         }
-        state.generation += 1;
-        state.process = self.start(state, bash);
+        self.try_start(state, bash);
     }
 
     /// Records one line in the register (the line's change is already in `live`), compacting
@@ -220,19 +223,33 @@ impl OrphanGuard {
     pub(super) fn record(self: &Arc<Self>, state: &mut GuardState, bash: &Path, line: &str) {
         let live = &state.live;
         if let Some(register) = state.register.as_mut() {
-            let recorded = if register.bytes >= REGISTER_COMPACT_BYTES {
-                register.compact(live)
-            } else {
-                register.append(line)
-            };
-            if let Err(error) = recorded {
+            // A register that cannot be compacted still takes the line.
+            let compacted = register.bytes >= REGISTER_COMPACT_BYTES
+                && register
+                    .compact(live)
+                    .inspect_err(|error| {
+                        tracing::warn!("cannot compact the orphan guard's register: {error}");
+                    })
+                    .is_ok();
+            if !compacted && let Err(error) = register.append(line) {
                 tracing::warn!("cannot update the orphan guard's register: {error}");
             }
         }
         if state.process.is_none() {
-            state.generation += 1;
-            state.process = self.start(state, bash);
+            self.try_start(state, bash);
         }
+    }
+
+    /// Starts a guard unless the register could not be created a moment ago.
+    pub(super) fn try_start(self: &Arc<Self>, state: &mut GuardState, bash: &Path) {
+        if state
+            .retry_after
+            .is_some_and(|after| std::time::Instant::now() < after)
+        {
+            return;
+        }
+        state.generation += 1;
+        state.process = self.start(state, bash);
     }
 
     /// Starts a guard on the register, first creating the register (listing every live group)
@@ -281,12 +298,17 @@ impl OrphanGuard {
         };
         if state.register.is_none() {
             match Register::create(path, &state.live) {
-                Ok(register) => state.register = Some(register),
+                Ok(register) => {
+                    state.register = Some(register);
+                    state.retry_after = None;
+                }
                 Err(error) => {
                     tracing::warn!(
                         "cannot create the orphan guard's register: {error}; a crashed harness may leave commands running"
                     );
-                    // Killed, not told the harness is gone: the path is not ours to remove.
+                    state.retry_after = Some(std::time::Instant::now() + REGISTER_RETRY);
+                    // Killed, not told the harness is gone: whatever is at the path is not
+                    // ours to remove.
                     let _ = child.kill();
                     let _ = child.wait();
                     return None;
@@ -340,8 +362,8 @@ impl Drop for OrphanGuard {
         for pgid in std::mem::take(&mut state.live) {
             signal_group(pgid, Signal::SIGKILL);
         }
+        // A compaction's copy never outlives the call that writes it.
         if let Some(register) = state.register.take() {
-            let _ = std::fs::remove_file(new_copy_path(&register.path));
             let _ = std::fs::remove_file(register.path);
         }
     }
