@@ -56,7 +56,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, tokio's process support) |
+//! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, `fastrand`, tokio's process support) |
 //! | `sandbox` | yes | on Linux (x86-64, AArch64), the sandboxed executor ([`sandbox::SandboxedExecutor`]): Landlock, or bubblewrap where installed; implies `local` |
 //!
 //! # Platforms

@@ -83,7 +83,7 @@ impl Register {
         dir.join(format!(
             "dsh-guard-{}-{:016x}",
             std::process::id(),
-            random()
+            fastrand::u64(..)
         ))
     }
 
@@ -124,17 +124,8 @@ impl Register {
 /// A name for a compaction's new copy of `register`, one the guard removes.
 pub(super) fn new_copy_path(register: &Path) -> PathBuf {
     let mut name = register.as_os_str().to_owned();
-    name.push(format!(".new.{:016x}", random()));
+    name.push(format!(".new.{:016x}", fastrand::u64(..)));
     PathBuf::from(name)
-}
-
-/// A random number (std's per-process random hash keys, mixed with the time).
-fn random() -> u64 {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let mut random = std::collections::hash_map::RandomState::new().build_hasher();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    random.write_u128(now.map_or(0, |since| since.as_nanos()));
-    random.finish()
 }
 
 /// Creates a file at `path` that only this user can read, failing if anything (a symlink
