@@ -7,7 +7,7 @@
 #[path = "support/lossy.rs"]
 mod lossy;
 
-use lossy::{Decoded, check_window, is_incomplete_character, lossy, stream};
+use lossy::{Decoded, check_window, is_continuation, is_incomplete_character, lossy, stream};
 use proptest::prelude::*;
 use std::fs::File;
 use std::path::PathBuf;
@@ -119,9 +119,7 @@ impl Model {
     fn lead_lost(&self) -> bool {
         let total = self.written.len();
         let tail_start = total - (self.window - self.window / 3).min(total);
-        let continuation = self.written[tail_start..]
-            .iter()
-            .all(|b| (*b & 0xC0) == 0x80);
+        let continuation = self.written[tail_start..].iter().all(is_continuation);
         self.cut
             && total - tail_start < 3
             && continuation
@@ -388,7 +386,7 @@ fn check_case(
             from + final_stream[from..]
                 .iter()
                 .take(3)
-                .take_while(|b| (**b & 0xC0) == 0x80)
+                .take_while(|b| is_continuation(b))
                 .count()
         };
         if let Some(previous) = decoded.unit_ending_at(cut.tail_start)

@@ -136,6 +136,11 @@ pub fn is_incomplete_character(bytes: &[u8]) -> bool {
         && matches!(std::str::from_utf8(bytes), Err(e) if e.valid_up_to() == 0 && e.error_len().is_none())
 }
 
+/// Whether `byte` continues a character (`10xxxxxx`) rather than starting one.
+pub fn is_continuation(byte: &u8) -> bool {
+    (*byte & 0xC0) == 0x80
+}
+
 /// Where a foreground window showed a stream: the head's end and the tail's start.
 #[derive(Debug, PartialEq, Eq)]
 pub struct WindowCut {

@@ -195,6 +195,12 @@ fn a_register_that_cannot_be_created_is_tried_again_only_after_a_pause() {
         assert!(state.process.is_none() && state.register.is_none());
         assert!(state.retry_after.is_some());
     }
+    // Once the pause is over, the next command tries again.
+    lock(&guard.state).retry_after = Some(std::time::Instant::now());
+    let another = sleeper();
+    guard.register(&bash, another.id() as i32);
+    assert_eq!(lock(&guard.state).generation, 2);
+    sleepers.push(another);
     for child in &mut sleepers {
         guard.unregister(&bash, child.id() as i32);
         child.kill().unwrap();
