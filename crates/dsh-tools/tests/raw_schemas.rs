@@ -271,7 +271,7 @@ async fn a_raw_schema_inside_the_subset_keeps_the_subset_validator_and_strict_pr
     assert_eq!(
         call(&registry, "n", r#"{"n":18446744073709551616.5}"#).await,
         Err(String::from(
-            "invalid arguments: /n: expected integer, got number"
+            "invalid arguments: /n: expected a whole number, got 18446744073709551616.5"
         ))
     );
 }

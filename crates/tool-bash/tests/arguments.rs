@@ -249,7 +249,14 @@ async fn every_argument_error_of_every_built_in_tool_names_its_field() {
 async fn timeout_errors_say_which_number_does_not_fit() {
     let r = registries();
     let mut messages = Vec::new();
-    for bad in ["-1", "1e300", "18446744073709551616", "\"100\"", "1.5"] {
+    for bad in [
+        "-1",
+        "1e300",
+        "18446744073709551616",
+        "\"100\"",
+        "1.5",
+        "1000.5",
+    ] {
         for (tool, args) in [
             (
                 "bash",
@@ -271,7 +278,8 @@ async fn timeout_errors_say_which_number_does_not_fit() {
         "1e300 is out of range for this field",
         "18446744073709551616 is out of range for this field",
         "expected integer, got string",
-        "expected integer, got number",
+        "expected a whole number, got 1.5",
+        "expected a whole number, got 1000.5",
     ]
     .iter()
     .flat_map(|what| {
@@ -280,6 +288,55 @@ async fn timeout_errors_say_which_number_does_not_fit() {
     })
     .collect();
     assert_eq!(messages, expected);
+}
+
+/// A whole number is an integer however it is written (`1000.0`, `1e3`), as JSON Schema says:
+/// the timeouts of `bash` and `job_output` take it from the model's text and from an in-process
+/// caller's value, where such a number is a float (the agent loop and the MCP server pass one).
+#[tokio::test]
+async fn a_whole_number_written_as_a_float_is_a_valid_timeout() {
+    let r = registries();
+    let started = r
+        .with_jobs
+        .execute(ToolCall::new(
+            "c0",
+            "bash",
+            r#"{"command": "true", "description": "Do nothing", "run_in_background": true}"#,
+        ))
+        .await;
+    assert_eq!(started.error.map(|e| e.message), None);
+    let mut outcomes = Vec::new();
+    for spelling in ["1000.0", "1e3", "1E3", "1000.000", "10000e-1", "0.1e4"] {
+        for (tool, args) in [
+            (
+                "bash",
+                format!(
+                    r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {spelling}}}"#
+                ),
+            ),
+            (
+                "job_output",
+                format!(r#"{{"job_id": "bash-1", "wait": true, "timeout_ms": {spelling}}}"#),
+            ),
+        ] {
+            let value: serde_json::Value = serde_json::from_str(&args).unwrap();
+            for (form, call) in [
+                ("text", ToolCall::new("c1", tool, args.clone())),
+                ("value", ToolCall::new("c1", tool, value)),
+            ] {
+                let result = r.with_jobs.execute(call).await;
+                outcomes.push((
+                    format!("{tool} {spelling} as {form}"),
+                    result.error.map(|e| e.message),
+                ));
+            }
+        }
+    }
+    let expected: Vec<(String, Option<String>)> = outcomes
+        .iter()
+        .map(|(case, _)| (case.clone(), None))
+        .collect();
+    assert_eq!(outcomes, expected);
 }
 
 /// Each built-in tool's description says when to use it in the words users say, in English and

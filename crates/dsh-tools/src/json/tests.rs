@@ -274,6 +274,41 @@ fn located_errors_from_a_value_quote_its_numbers() {
     );
 }
 
+#[derive(Deserialize, Clone, Debug, PartialEq)]
+struct Counts {
+    timeout_ms: u64,
+    offset: Option<i32>,
+    items: Vec<u8>,
+}
+
+/// A whole number is a JSON Schema integer however it is spelled, so it reads into an integer
+/// field from the text and from a `serde_json::Value`, which holds `1000.0` and `1e3` as a float
+/// (the agent loop and the MCP server hand arguments over as such a value).
+#[test]
+fn whole_numbers_in_any_spelling_read_into_integer_fields() {
+    let texts = [
+        r#"{"timeout_ms": 1000.0, "offset": -2.0, "items": [1e0, 2.00]}"#,
+        r#"{"timeout_ms": 1e3, "offset": -2e0, "items": [10e-1, 0.2e1]}"#,
+        r#"{"timeout_ms": 1E3, "offset": -20E-1, "items": [1, 2]}"#,
+    ];
+    let expected = Counts {
+        timeout_ms: 1000,
+        offset: Some(-2),
+        items: vec![1, 2],
+    };
+    let read = |text: &str| {
+        let value: Value = serde_json::from_str(text).unwrap();
+        (
+            from_str_located::<Counts>(text),
+            from_value_located::<Counts>(&value),
+        )
+    };
+    assert_eq!(
+        texts.map(read),
+        texts.map(|_| (Ok(expected.clone()), Ok(expected.clone())))
+    );
+}
+
 #[test]
 fn pointer_tokens_are_escaped() {
     assert_eq!(pointer_push("/a", "b/c~d"), "/a/b~1c~0d");

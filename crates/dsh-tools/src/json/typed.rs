@@ -15,9 +15,18 @@ pub fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, serde_json::E
 
 /// Like [`from_value`], but a failure names where in the value it happened, as a
 /// [`Violation`] (`/limit: -1 is out of range for this field` for a `u32` given `-1`).
+///
+/// A whole number held as a float (`1000.0` or `1e3` parsed into a `serde_json::Value`, as the
+/// agent loop and the MCP server hand arguments over) is a JSON Schema integer; when serde refuses it for an integer field, the value is read
+/// once more with such numbers spelled as plain digits, as [`from_str_located`] does.
 pub fn from_value_located<T: DeserializeOwned>(value: &Value) -> Result<T, Violation> {
     // Tracking the path costs on every field; do it only to explain a failure.
     if let Ok(typed) = from_value(value) {
+        return Ok(typed);
+    }
+    if let Some(canonical) = with_plain_integers(&JsonValue::from(value))
+        && let Ok(typed) = serde_json::from_str(&canonical.to_string())
+    {
         return Ok(typed);
     }
     match serde_path_to_error::deserialize(value) {

@@ -183,10 +183,7 @@ fn check(schema: &ValueSchema, value: &JsonValue, at: &str, out: &mut Vec<Violat
             constant,
         } => {
             if !ty.matches(value) {
-                out.push(Violation::new(
-                    at,
-                    format!("expected {ty}, got {}", type_name(value)),
-                ));
+                out.push(Violation::new(at, type_mismatch(*ty, value)));
                 return;
             }
             if let Some(allowed) = allowed
@@ -304,6 +301,21 @@ fn check_one_of(branches: &[ValueSchema], value: &JsonValue, at: &str, out: &mut
                     .join(", #")
             ),
         )),
+    }
+}
+
+/// Why a value is not of a scalar type. A fraction where an integer is due says so in words
+/// (`expected a whole number, got 1000.5`), since `expected integer, got number` reads as a
+/// contradiction to a model that sent `1000.5` for a count.
+fn type_mismatch(ty: ScalarType, value: &JsonValue) -> String {
+    match (ty, value) {
+        (ScalarType::Integer, JsonValue::Number(n)) if n.as_str().len() <= 40 => {
+            format!("expected a whole number, got {}", n.as_str())
+        }
+        (ScalarType::Integer, JsonValue::Number(_)) => {
+            String::from("expected a whole number, got number")
+        }
+        _ => format!("expected {ty}, got {}", type_name(value)),
     }
 }
 

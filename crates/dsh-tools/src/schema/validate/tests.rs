@@ -104,11 +104,46 @@ fn reports_every_violation_with_its_pointer() {
         .collect::<Vec<_>>(),
         vec![
             "/path: required property is missing",
-            "/items/1: expected integer, got number",
+            "/items/1: expected a whole number, got 2.5",
             "/items/2: expected integer, got string",
             "/mode: expected one of \"fast\", \"slow\", got \"medium\"",
             "/extra: unknown property (this object accepts only its declared properties)",
         ]
+    );
+}
+
+/// A number with a fraction where an integer is due is refused in words that say what is
+/// wrong with it, with the number as sent (when it is short); other values keep the type
+/// mismatch wording.
+#[test]
+fn a_fraction_for_an_integer_is_refused_as_not_a_whole_number() {
+    let long = format!("0.{}1", "0".repeat(40));
+    let texts = [
+        "1000.5",
+        "-0.25",
+        "1e-1",
+        "18446744073709551616.5",
+        long.as_str(),
+        "\"5\"",
+        "true",
+    ];
+    let int = ValueSchema::integer();
+    let refused = |text: &str| match validate(&int, &JsonValue::parse(text).unwrap()) {
+        Ok(()) => Vec::new(),
+        Err(list) => list.iter().map(ToString::to_string).collect(),
+    };
+    assert_eq!(
+        texts.map(refused),
+        [
+            "(root): expected a whole number, got 1000.5",
+            "(root): expected a whole number, got -0.25",
+            "(root): expected a whole number, got 1e-1",
+            "(root): expected a whole number, got 18446744073709551616.5",
+            "(root): expected a whole number, got number",
+            "(root): expected integer, got string",
+            "(root): expected integer, got boolean",
+        ]
+        .map(|message| vec![message.to_owned()])
     );
 }
 
@@ -269,7 +304,7 @@ fn one_of_mismatches_are_worded_after_the_branch_the_value_aimed_at() {
                 ValueSchema::string().constant("auto"),
             ]),
             json!(1.5),
-            vec!["(root): expected integer, got number".into()],
+            vec!["(root): expected a whole number, got 1.5".into()],
         ),
         (
             "a string aims at the string constant",
