@@ -130,19 +130,46 @@ pub fn status_marker(outcome: &ExitOutcome) -> Option<String> {
 }
 
 /// The note a background read ends with when it skipped older output to stay within its
-/// bound: `[<N> earlier bytes of <stream> were skipped; the full <stream> is in <path>]`, or
-/// `…; they could not be kept]` when no complete copy exists, with the reason in parentheses
-/// before the bracket when it is known (`…; they could not be kept (disk full)]`).
-pub fn skipped_note(
-    skipped_bytes: u64,
-    stream: &str,
-    full_copy: Option<&str>,
-    lost_because: Option<&str>,
-) -> String {
-    let source = match (full_copy, lost_because) {
-        (Some(path), _) => format!("the full {stream} is in {path}"),
-        (None, Some(why)) => format!("they could not be kept ({why})"),
-        (None, None) => String::from("they could not be kept"),
+/// bound, `[<N> earlier bytes of <stream> were skipped; …]`, saying where the skipped bytes
+/// are:
+///
+/// - all in a spill file: `the full <stream> is in <path>`, or, when the file stops short of
+///   the stream, `they are in <path>, which holds the first <K> bytes of <stream>`;
+/// - partly or not at all, with a file: `<path> holds only the first <K> bytes of <stream>, so
+///   bytes <A> to <B> (<B - A + 1> bytes) could not be kept`, the lost range counted from 0
+///   and both ends included;
+/// - with no file: `they could not be kept`.
+///
+/// A known reason for the loss follows it in parentheses (`… could not be kept (the session's
+/// spill budget of 4096 bytes is used up)]`).
+pub fn skipped_note(skipped: &SkippedOutput) -> String {
+    let SkippedOutput {
+        stream,
+        skipped_bytes,
+        spill_path,
+        spill_limit_bytes,
+        lost,
+        lost_because,
+    } = skipped;
+    let because = lost_because
+        .as_deref()
+        .map(|why| format!(" ({why})"))
+        .unwrap_or_default();
+    let source = match (spill_path, spill_limit_bytes, lost) {
+        (Some(path), None, None) => format!("the full {stream} is in {path}"),
+        (Some(path), Some(kept), None) => {
+            format!("they are in {path}, which holds the first {kept} bytes of {stream}")
+        }
+        (Some(path), Some(kept), Some(lost)) => {
+            format!(
+                "{path} holds only the first {kept} bytes of {stream}, so bytes {} to {} ({} bytes) could not be kept{because}",
+                lost.start,
+                lost.end.saturating_sub(1),
+                lost.end.saturating_sub(lost.start)
+            )
+        }
+        // No file, or one that holds the whole stream although bytes are said to be lost.
+        (None, _, _) | (Some(_), None, Some(_)) => format!("they could not be kept{because}"),
     };
     format!("[{skipped_bytes} earlier bytes of {stream} were skipped; {source}]")
 }
@@ -154,9 +181,15 @@ pub struct SkippedOutput {
     pub stream: &'static str,
     /// The bytes skipped.
     pub skipped_bytes: u64,
-    /// Where the complete stream is, when a complete copy exists.
-    pub full_copy: Option<String>,
-    /// Why the skipped bytes are lost, when no complete copy exists and the reason is known.
+    /// The stream's spill file, when it has one.
+    pub spill_path: Option<String>,
+    /// When the spill file stops short of the stream (its cap, or the budget): the bytes it
+    /// holds, the stream's first ones.
+    pub spill_limit_bytes: Option<u64>,
+    /// The skipped bytes no file holds, as offsets into the stream (`start` included, `end`
+    /// excluded); `None` when the spill file holds them all.
+    pub lost: Option<std::ops::Range<u64>>,
+    /// Why skipped bytes are lost, when some are and the reason is known.
     pub lost_because: Option<String>,
 }
 
@@ -181,12 +214,7 @@ pub fn render_background_read(stdout: &str, stderr: &str, skipped: &[SkippedOutp
     }
     for skip in skipped {
         start_line(&mut text);
-        text.push_str(&skipped_note(
-            skip.skipped_bytes,
-            skip.stream,
-            skip.full_copy.as_deref(),
-            skip.lost_because.as_deref(),
-        ));
+        text.push_str(&skipped_note(skip));
     }
     text
 }
@@ -328,16 +356,26 @@ mod tests {
             "[output truncated: 10 of 20 bytes; full output: /tmp/x]"
         );
         assert_eq!(timed_out_marker(5), "[timed out after 5ms]");
+        let skipped = |stream, spill_path: Option<&str>, lost_because: Option<&str>| {
+            skipped_note(&SkippedOutput {
+                stream,
+                skipped_bytes: 7,
+                spill_path: spill_path.map(str::to_owned),
+                lost: spill_path.is_none().then_some(0..7),
+                lost_because: lost_because.map(str::to_owned),
+                ..SkippedOutput::default()
+            })
+        };
         assert_eq!(
-            skipped_note(7, "stderr", Some("/tmp/e"), None),
+            skipped("stderr", Some("/tmp/e"), None),
             "[7 earlier bytes of stderr were skipped; the full stderr is in /tmp/e]"
         );
         assert_eq!(
-            skipped_note(7, "stdout", None, None),
+            skipped("stdout", None, None),
             "[7 earlier bytes of stdout were skipped; they could not be kept]"
         );
         assert_eq!(
-            skipped_note(7, "stdout", None, Some("disk full")),
+            skipped("stdout", None, Some("disk full")),
             "[7 earlier bytes of stdout were skipped; they could not be kept (disk full)]"
         );
     }

@@ -2,7 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use presenters::markers::{parse_status_marker, strip_status_marker};
+use presenters::markers::{
+    SkippedOutput, parse_status_marker, render_background_read, strip_status_marker,
+};
 use presenters::{
     ExitOutcome, ExitStatus, Truncation, parse_exit_status, render_markers, render_shell_output,
 };
@@ -129,6 +131,47 @@ fn shell_output_is_assembled_in_the_documented_order() {
         "x\n[killed by signal: SIGTERM]",
     );
     check("x", "", &[], None, ExitOutcome::default(), "x");
+}
+
+/// A background read's note on skipped bytes says where they are: in the spill file, partly
+/// (the file stops at its cap or budget, and the lost bytes are named exactly), or nowhere.
+#[test]
+fn skipped_notes_say_where_the_skipped_bytes_are() {
+    let skip = |spill_path: Option<&str>,
+                spill_limit_bytes: Option<u64>,
+                lost: Option<std::ops::Range<u64>>,
+                lost_because: Option<&str>| SkippedOutput {
+        stream: "stdout",
+        skipped_bytes: 3000,
+        spill_path: spill_path.map(str::to_owned),
+        spill_limit_bytes,
+        lost,
+        lost_because: lost_because.map(str::to_owned),
+    };
+    let file = Some("/s/job-stdout.out");
+    let budget = Some("the session's spill budget of 1000 bytes is used up");
+    let cases = [
+        skip(file, None, None, None),
+        skip(file, Some(5000), None, None),
+        skip(file, Some(1000), Some(1000..3000), None),
+        skip(file, Some(1000), Some(1000..3000), budget),
+        skip(file, Some(1000), Some(2000..5000), None),
+        skip(None, None, Some(0..3000), Some("disk full")),
+        skip(None, None, Some(0..3000), None),
+    ];
+    assert_eq!(
+        cases.map(|skipped| render_background_read("tail\n", "", &[skipped])),
+        [
+            "the full stdout is in /s/job-stdout.out",
+            "they are in /s/job-stdout.out, which holds the first 5000 bytes of stdout",
+            "/s/job-stdout.out holds only the first 1000 bytes of stdout, so bytes 1000 to 2999 (2000 bytes) could not be kept",
+            "/s/job-stdout.out holds only the first 1000 bytes of stdout, so bytes 1000 to 2999 (2000 bytes) could not be kept (the session's spill budget of 1000 bytes is used up)",
+            "/s/job-stdout.out holds only the first 1000 bytes of stdout, so bytes 2000 to 4999 (3000 bytes) could not be kept",
+            "they could not be kept (disk full)",
+            "they could not be kept",
+        ]
+        .map(|source| format!("tail\n[3000 earlier bytes of stdout were skipped; {source}]"))
+    );
 }
 
 #[test]

@@ -340,18 +340,24 @@ impl StreamCollector {
     /// The text is always one contiguous run of the stream, starting and ending between
     /// characters, and exactly its lossy decoding: successive reads from each `next_offset`,
     /// with what their skips stand for, rebuild the stream's decoding with nothing split or
-    /// repeated. Bytes before the run are `skipped_bytes`; `lossy` says the spill file does
-    /// not hold them all (past its cap, no file, or a hole in what memory keeps). While more
-    /// bytes may come, a read whose newest bytes follow such a hole and may still be the rest
-    /// of a character shows and skips nothing: `next_offset` stays `offset`.
+    /// repeated. Bytes before the run are `skipped_bytes`; `lost` names those of them the spill
+    /// file does not hold (past its cap or budget, or all of them without a file), which
+    /// memory does not keep for a later read either. While more bytes may come, a read whose
+    /// newest bytes follow such a hole and may still be the rest of a character shows and
+    /// skips nothing: `next_offset` stays `offset`.
     pub fn read_from(&self, offset: u64, max_bytes: usize, settled: bool) -> StreamRead {
         let total = self.total;
-        let spill_path = self.spill_path().map(Path::to_path_buf);
+        let facts = self.spill_facts();
+        let spill = StreamRead {
+            spill_path: facts.spill_path,
+            spill_limit_bytes: facts.spill_limit_bytes,
+            spill_error: facts.spill_error,
+            ..StreamRead::default()
+        };
         if offset >= total {
             return StreamRead {
                 next_offset: offset.max(total),
-                spill_path,
-                ..StreamRead::default()
+                ..spill
             };
         }
         let max_bytes = max_bytes.max(4) as u64;
@@ -367,9 +373,7 @@ impl StreamCollector {
         {
             return StreamRead {
                 next_offset: offset,
-                spill_path,
-                spill_error: self.spill_facts().spill_error,
-                ..StreamRead::default()
+                ..spill
             };
         }
         let at = (window_start.max(fetched_from) - fetched_from) as usize;
@@ -393,22 +397,22 @@ impl StreamCollector {
         };
         start = end - used as u64;
         let skipped = start - offset;
-        let lossy = skipped > 0 && !self.spilled_through(offset, start);
+        // The file holds the stream's first bytes; whatever was skipped beyond them is lost.
+        let lost_from = offset.max(self.spilled_bytes());
         StreamRead {
             text,
             next_offset: end,
             skipped_bytes: skipped,
-            lossy,
-            spill_path,
-            spill_error: self.spill_facts().spill_error,
+            lost: (lost_from < start).then_some(lost_from..start),
+            ..spill
         }
     }
 
-    /// Whether the spill file holds every byte in `[from, to)`.
-    fn spilled_through(&self, from: u64, to: u64) -> bool {
+    /// The bytes the spill file holds, the stream's first ones (none without a file).
+    fn spilled_bytes(&self) -> u64 {
         match &self.spill {
-            Spill::Active { written, .. } => to <= *written && from <= to,
-            _ => false,
+            Spill::Active { written, .. } => *written,
+            _ => 0,
         }
     }
 

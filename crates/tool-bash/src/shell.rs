@@ -9,6 +9,7 @@
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -219,10 +220,16 @@ pub struct StreamRead {
     pub next_offset: u64,
     /// Bytes between the requested offset and `text` that were skipped.
     pub skipped_bytes: u64,
-    /// Whether skipped bytes are unrecoverable (not in memory nor in the spill file).
-    pub lossy: bool,
+    /// The skipped bytes no spill file holds, as offsets into the stream (`start` included,
+    /// `end` excluded; `end` is where `text` starts): past the file's cap or where its budget
+    /// ran out, or all of them when there is no file. `None` when the file holds every
+    /// skipped byte.
+    pub lost: Option<Range<u64>>,
     /// The stream's spill file, when it spilled.
     pub spill_path: Option<PathBuf>,
+    /// When the spill file stops short of the stream (its cap, or the budget): the bytes it
+    /// holds, the stream's first ones, as in [`Collected::spill_limit_bytes`].
+    pub spill_limit_bytes: Option<u64>,
     /// Why the spill file is missing or stops early although the stream needed one (so why
     /// skipped bytes may be lost), as in [`Collected::spill_error`].
     pub spill_error: Option<String>,

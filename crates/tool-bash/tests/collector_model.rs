@@ -188,18 +188,21 @@ impl Model {
         );
         let limit = budget.max(4);
         prop_assert!(read.text.len() <= limit, "{} > {limit}", read.text.len());
-        let file_holds_skip = self.has_file() && start <= self.file_len();
-        if read.skipped_bytes == 0 {
-            prop_assert!(!read.lossy, "a read that skips nothing loses nothing");
-        } else {
-            prop_assert_eq!(
-                read.lossy,
-                !file_holds_skip,
-                "a skip is lossy exactly when no file holds it"
-            );
-        }
+        // The file holds the stream's first bytes: what a read skipped beyond them is lost.
+        let lost_from = offset.max(self.file_len());
+        prop_assert_eq!(
+            &read.lost,
+            &(lost_from < start).then_some(lost_from..start),
+            "a skip loses exactly the bytes no file holds"
+        );
         prop_assert_eq!(read.spill_path.is_some(), self.has_file());
-        if read.skipped_bytes > 0 && !read.lossy {
+        let stops_short = self.has_file() && self.file_len() < total;
+        prop_assert_eq!(
+            read.spill_limit_bytes,
+            stops_short.then(|| self.file_len()),
+            "a file that stops short of the stream says where"
+        );
+        if read.skipped_bytes > 0 && read.lost.is_none() {
             // The newest text that fits: one more character would not have.
             let before = decoded.unit_ending_at(start as usize).unwrap();
             prop_assert!(

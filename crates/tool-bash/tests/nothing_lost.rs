@@ -1,7 +1,8 @@
 //! Nothing the model needs is lost at the edges: a cancelled foreground call still names the
 //! spill file of what it collected, a cancellation that lands once a background job exists
-//! still reports the job's id, and past the session's spill budget results say so while the
-//! in-memory window keeps working.
+//! still reports the job's id, past the session's spill budget results say so while the
+//! in-memory window keeps working, and a background read past a stream's spill cap names the
+//! file and the bytes no file holds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -420,4 +421,52 @@ async fn past_the_spill_budget_results_say_so_and_the_window_still_works() {
         .map(|entry| entry.unwrap().metadata().unwrap().len())
         .sum();
     assert_eq!(spilled, budget);
+}
+
+// ----- The spill cap ------------------------------------------------------------------------
+
+/// A background read past a stream's spill cap names the file that holds the stream's first
+/// bytes and says exactly which of the skipped bytes no file holds (a small cap stands in for
+/// the default 1 GiB).
+#[tokio::test]
+async fn a_background_read_past_the_spill_cap_names_the_file_and_the_bytes_it_lost() {
+    let cap: usize = 50_000;
+    let mut config = LocalConfig::default();
+    config.grace = Duration::from_millis(300);
+    config.spill_cap_bytes = cap as u64;
+    let executor = LocalExecutor::new(config);
+    let jobs = JobRuntime::new(JobsConfig::default());
+    let registry = support::bash_registry(executor.clone(), Some(&jobs));
+    let expected = seq(100_000);
+
+    let (text, _) = execute(&registry, bg("seq 1 100000")).await;
+    assert_eq!(text, "started background job bash-1");
+    jobs.settled("bash-1", None).await.unwrap();
+    let read = jobs.read("bash-1", None).unwrap().text;
+    let (body, note) = read.rsplit_once("\n[").unwrap();
+    let body = format!("{body}\n");
+    assert!(
+        expected.ends_with(&body),
+        "{}",
+        body.get(..100).unwrap_or(&body)
+    );
+    // The stream's only file holds its first `cap` bytes.
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(executor.spill_dir().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    let [path] = files.as_slice() else {
+        panic!("one spill file, not {files:?}");
+    };
+    assert!(std::fs::read(path).unwrap() == expected.as_bytes()[..cap]);
+    let skipped = expected.len() - body.len();
+    assert_eq!(
+        note,
+        format!(
+            "{skipped} earlier bytes of stdout were skipped; {} holds only the first {cap} bytes of stdout, so bytes {cap} to {} ({} bytes) could not be kept]",
+            path.display(),
+            skipped - 1,
+            skipped - cap
+        )
+    );
 }

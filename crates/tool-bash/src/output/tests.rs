@@ -64,6 +64,46 @@ fn the_spill_cap_is_reported() {
     assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap().len(), 50);
 }
 
+/// Reads past the spill cap name the file, what it holds, and exactly the skipped bytes it
+/// does not: those between the cap (or the reader's offset, when later) and the text.
+#[test]
+fn reads_past_the_spill_cap_name_the_bytes_no_file_holds() {
+    let (mut c, _dir) = collector(10, 50);
+    let data: Vec<u8> = (0..120u8).map(|i| b'a' + i % 26).collect();
+    c.push(&data);
+    let path = c.spill_path().map(Path::to_path_buf);
+    let read = |offset: u64| c.read_from(offset, 6, true);
+    let expected = |skipped_bytes: u64, lost: Option<std::ops::Range<u64>>| StreamRead {
+        text: String::from_utf8(data[114..].to_vec()).unwrap(),
+        next_offset: 120,
+        skipped_bytes,
+        lost,
+        spill_path: path.clone(),
+        spill_limit_bytes: Some(50),
+        spill_error: None,
+    };
+    assert_eq!(
+        [0, 30, 50, 80, 113].map(read),
+        [
+            // The file holds the first 50 of the skipped bytes, and none after them.
+            expected(114, Some(50..114)),
+            expected(84, Some(50..114)),
+            expected(64, Some(50..114)),
+            // A reader already past the cap loses every byte it skips.
+            expected(34, Some(80..114)),
+            expected(1, Some(113..114)),
+        ]
+    );
+    // Within the cap, the file holds every skipped byte.
+    let (mut c, _dir) = collector(10, 50);
+    c.push(&data[..40]);
+    let read = c.read_from(0, 6, true);
+    assert_eq!(
+        (read.skipped_bytes, read.lost, read.spill_limit_bytes),
+        (34, None, None)
+    );
+}
+
 #[test]
 fn readers_with_offsets_get_everything_from_memory_or_the_file() {
     let (mut c, _dir) = collector(20, 1_000_000);
@@ -80,7 +120,7 @@ fn readers_with_offsets_get_everything_from_memory_or_the_file() {
     // A late reader gets the newest bytes within its limit and is told what it skipped.
     let late = c.read_from(0, 100, true);
     assert_eq!(late.skipped_bytes, 400);
-    assert!(!late.lossy, "the spill file holds the skipped bytes");
+    assert_eq!(late.lost, None, "the spill file holds the skipped bytes");
     assert_eq!(late.text.as_bytes(), &data[400..]);
 }
 
@@ -221,10 +261,10 @@ fn streams_sharing_a_spill_budget_stop_at_it_say_so_and_keep_their_windows() {
         (
             read.text.as_bytes(),
             read.skipped_bytes,
-            read.lossy,
+            read.lost,
             read.spill_error
         ),
-        (&data_a[280..], 280, true, used_up)
+        (&data_a[280..], 280, Some(0..280), used_up)
     );
 }
 
@@ -282,8 +322,9 @@ fn a_read_never_glues_the_head_to_the_tail_across_lost_bytes() {
             text: String::from_utf8(data[80..].to_vec()).unwrap(),
             next_offset: 100,
             skipped_bytes: 80,
-            lossy: true,
+            lost: Some(0..80),
             spill_path: None,
+            spill_limit_bytes: None,
             // Why the skipped bytes are not kept anywhere.
             spill_error: Some(String::from("no spill directory is configured")),
         }
@@ -304,19 +345,26 @@ fn a_read_waits_while_the_newest_bytes_follow_a_lost_lead() {
             text: String::new(),
             next_offset: 0,
             skipped_bytes: 0,
-            lossy: false,
+            lost: None,
             spill_path: None,
+            spill_limit_bytes: None,
             spill_error: Some(String::from("no spill directory is configured")),
         }
     );
     // What a read shows, where it ends, what it skips and whether the skip is lost.
-    let seen = |read: StreamRead| (read.text, read.next_offset, read.skipped_bytes, read.lossy);
+    let seen = |read: StreamRead| (read.text, read.next_offset, read.skipped_bytes, read.lost);
     // Once the stream has settled, they are skipped as lost.
-    assert_eq!(seen(c.read_from(0, 0, true)), (String::new(), 4, 4, true));
+    assert_eq!(
+        seen(c.read_from(0, 0, true)),
+        (String::new(), 4, 4, Some(0..4))
+    );
     // The last byte comes, then `b`: the emoji's rest is skipped as lost, and the read starts
     // on the edge after it.
     c.push(&[0x80, b'b']);
-    assert_eq!(seen(c.read_from(0, 0, false)), ("b".to_owned(), 6, 5, true));
+    assert_eq!(
+        seen(c.read_from(0, 0, false)),
+        ("b".to_owned(), 6, 5, Some(0..5))
+    );
 }
 
 #[test]

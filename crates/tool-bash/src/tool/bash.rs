@@ -362,20 +362,13 @@ fn process_hooks(process: Arc<dyn ShellProcess>, limit: usize) -> JobHooks {
         let skipped = [(&out, "stdout"), (&err, "stderr")]
             .into_iter()
             .filter(|(read, _)| read.skipped_bytes > 0)
-            .map(|(read, stream)| {
-                let full_copy = match (&read.spill_path, read.lossy) {
-                    (Some(path), false) => Some(path.display().to_string()),
-                    _ => None,
-                };
-                SkippedOutput {
-                    stream,
-                    skipped_bytes: read.skipped_bytes,
-                    lost_because: full_copy
-                        .is_none()
-                        .then(|| read.spill_error.clone())
-                        .flatten(),
-                    full_copy,
-                }
+            .map(|(read, stream)| SkippedOutput {
+                stream,
+                skipped_bytes: read.skipped_bytes,
+                spill_path: read.spill_path.as_ref().map(|p| p.display().to_string()),
+                spill_limit_bytes: read.spill_limit_bytes,
+                lost: read.lost.clone(),
+                lost_because: read.lost.as_ref().and_then(|_| read.spill_error.clone()),
             })
             .collect::<Vec<_>>();
         markers::render_background_read(&out.text, &err.text, &skipped)
