@@ -22,7 +22,7 @@
 //! 2. [`EnvInherit`] does not inherit it (`Core` keeps only [`CORE_VARS`], `None` nothing);
 //! 3. unless [`ignore_default_excludes`](EnvPolicy::ignore_default_excludes) is set: its name
 //!    matches one of [`DEFAULT_EXCLUDES`], or its value embeds a URL with a password
-//!    (`scheme://user:password@`, see below);
+//!    (`scheme://user:password@`) or a webhook URL, whose path is its token (see below);
 //! 4. its name matches one of the policy's own [`exclude`](EnvPolicy::exclude) patterns;
 //! 5. [`include_only`](EnvPolicy::include_only) patterns are configured and its name matches
 //!    none of them.
@@ -50,12 +50,27 @@
 //! has a `:` followed by a non-empty password: `postgres://u:p@h/db` and `redis://:p@h` are
 //! dropped; `https://user@host` (no password) and `https://host/a:b@c` (the `@` is in the path)
 //! are kept. Every `://` in the value is checked, so a list of URLs is covered.
+//!
+//! # Webhook URLs
+//!
+//! A webhook URL is its own credential: whoever has it can post as the integration, and the
+//! token is in its path (`https://hooks.slack.com/services/T…/B…/…`,
+//! `https://discord.com/api/webhooks/ID/TOKEN`). Among the same URLs as above, a value is
+//! dropped when one has a path with a non-empty segment and either its host's first label is
+//! `hooks` or starts with `webhook` (`hooks.slack.com`, `hooks.zapier.com`, `webhook.site`),
+//! or a segment of its path is `hooks` or starts with `webhook` (`webhooks`, `webhookb2`) and
+//! another segment follows it (Discord, Mattermost's `/hooks/ID`, Microsoft Teams'
+//! `/webhookb2/…`), compared ASCII case-insensitively. `https://hooks.slack.com/` and
+//! `https://example.com/hooks` (no token) and `https://example.com/githooks/x` are kept.
+
+mod values;
 
 use crate::shell::ManagedEnv;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::sync::{LazyLock, Mutex, PoisonError};
+use values::{embeds_url_password, embeds_webhook_url};
 
 /// Non-interactive defaults, so a command never waits on a pager, a prompt or a colour-aware
 /// terminal.
@@ -85,14 +100,19 @@ pub const CORE_VARS: &[&str] = &[
 /// | rule | patterns | dropped, for example | kept, for example |
 /// |---|---|---|---|
 /// | `KEY` ending a word | `*KEY`, `*KEY_*` | `OPENAI_KEY`, `APIKEY`, `AWS_ACCESS_KEY_ID` | `KEYTIMEOUT`, `KEYMAP` |
-/// | `SECRET` anywhere | `*SECRET*` | `CLIENT_SECRET` | `SECURITY_LEVEL` |
-/// | `TOKEN` ending a word | `*TOKEN`, `*TOKEN_*` | `GITHUB_TOKEN`, `HF_TOKEN_PATH` | `TOKENIZERS_PARALLELISM`, `MAX_TOKENS` |
-/// | `PASSWORD`, `PASSWD`, `PASSPHRASE` anywhere | `*PASSWORD*`, `*PASSWD*`, `*PASSPHRASE*` | `PGPASSWORD`, `LDAP_PASSWD`, `GPG_PASSPHRASE` | `PASSED_TESTS` |
+/// | `KEYS` as a word after another | `*_KEYS`, `*_KEYS_*` | `OPENAI_API_KEYS`, `SSH_KEYS_DIR` | `HOTKEYS`, `KEYSTORE_TYPE` |
+/// | `SECRET` anywhere (`SECRETS` too) | `*SECRET*` | `CLIENT_SECRET`, `APP_SECRETS` | `SECURITY_LEVEL` |
+/// | `TOKEN` ending a word | `*TOKEN`, `*TOKEN_*` | `GITHUB_TOKEN`, `HF_TOKEN_PATH` | `TOKENIZERS_PARALLELISM` |
+/// | `TOKENS` as a word after another | `*_TOKENS`, `*_TOKENS_*` | `GITHUB_TOKENS`, `HF_TOKENS_FILE`, also `MAX_TOKENS` | `TOKENS`, `TOKENSERVER_URL` |
+/// | `PASSWORD`, `PASSWD`, `PASSPHRASE` anywhere (plurals too) | `*PASSWORD*`, `*PASSWD*`, `*PASSPHRASE*` | `PGPASSWORD`, `DB_PASSWORDS`, `LDAP_PASSWD`, `GPG_PASSPHRASE` | `PASSED_TESTS` |
 /// | `PASS` as a word | `PASS`, `PASS_*`, `*_PASS`, `*_PASS_*` | `DB_PASS`, `SMTP_PASS_FILE` | `BYPASS`, `COMPASS_HOME` |
 /// | `PWD`, except `PWD` and `OLDPWD` | `*_PWD*`, `PWD?*` | `MYSQL_PWD`, `PWD_FILE` | `PWD`, `OLDPWD` |
+/// | `PW` as a word after another | `*_PW`, `*_PW_*` | `DB_PW`, `SMTP_PW_FILE` | `PWM_CHIP`, `PW_TEST_HTML_REPORT_OPEN` |
 /// | `CREDENTIAL` anywhere | `*CREDENTIAL*` | `GOOGLE_APPLICATION_CREDENTIALS` | `CREDIT_LIMIT` |
 /// | `AUTH`, except the word `AUTHOR` | `*AUTH`, `*AUTH[!O]*`, `*AUTHOR[!_]*` | `SSH_AUTH_SOCK`, `BASIC_AUTH`, `XAUTHORITY` | `GIT_AUTHOR_NAME` |
 /// | `PAT` as a word | `PAT`, `PAT_*`, `*_PAT`, `*_PAT_*` | `GITHUB_PAT` | `PATH`, `MANPATH`, `PATCH_LEVEL` |
+/// | `SK` (a secret key) as a word after another | `*_SK`, `*_SK_*` | `STRIPE_SK`, `STRIPE_SK_LIVE` | `RAM_DISK`, `SKIP_TESTS` |
+/// | `JWT` anywhere | `*JWT*` | `SUPABASE_JWT`, `JWT_FILE` | `JWKS_URL` |
 /// | `PRIVATE` anywhere | `*PRIVATE*` | `SSH_PRIVATE_KEY_FILE` | `PRIVILEGED` |
 /// | `DSN` anywhere | `*DSN*` | `SENTRY_DSN` | `DNS_SERVER` |
 /// | `COOKIE` anywhere | `*COOKIE*` | `COOKIE_JAR` | `COOKBOOK_DIR` |
@@ -101,13 +121,22 @@ pub const CORE_VARS: &[&str] = &[
 ///
 /// The last row names files and helper programs that hand out credentials (curl's and git's
 /// `.netrc`, the askpass helpers an editor installs for git and ssh, PostgreSQL's password
-/// file); a command that can read the variable can read the credential.
+/// file); a command that can read the variable can read the credential. The plural rules are
+/// bound to a word (`_KEYS`, `_TOKENS`) so that `HOTKEYS` and `TOKENS` stay; a count named
+/// like a list of tokens (`MAX_TOKENS`) is withheld with them, since its name cannot tell it
+/// apart; [`EnvPolicy::set`] hands one over. `PW` and `SK` are too short to be words on their
+/// own at the start of a name (`PW_TEST_*` is Playwright's, `SK_` many things), so only a
+/// name that ends in them after another word, or has them between two, is dropped.
 pub const DEFAULT_EXCLUDES: &[&str] = &[
     "*KEY",
     "*KEY_*",
+    "*_KEYS",
+    "*_KEYS_*",
     "*SECRET*",
     "*TOKEN",
     "*TOKEN_*",
+    "*_TOKENS",
+    "*_TOKENS_*",
     "*PASSWORD*",
     "*PASSWD*",
     "*PASSPHRASE*",
@@ -117,6 +146,8 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "*_PASS_*",
     "*_PWD*",
     "PWD?*",
+    "*_PW",
+    "*_PW_*",
     "*CREDENTIAL*",
     "*AUTH",
     "*AUTH[!O]*",
@@ -125,6 +156,9 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
     "PAT_*",
     "*_PAT",
     "*_PAT_*",
+    "*_SK",
+    "*_SK_*",
+    "*JWT*",
     "*PRIVATE*",
     "*DSN*",
     "*COOKIE*",
@@ -141,7 +175,9 @@ pub const DEFAULT_EXCLUDES: &[&str] = &[
 /// `PROMPT_COMMAND` and `PS4` are expanded, command substitutions included, by interactive
 /// prompts and by `set -x` tracing; `SHELLOPTS` and `BASHOPTS` switch options on at start-up;
 /// `CDPATH` redirects `cd`; `GLOBIGNORE` changes what globs match; `IFS` changes word
-/// splitting.
+/// splitting; `POSIXLY_CORRECT` puts bash in POSIX mode at start-up (as `SHELLOPTS=posix`
+/// would); `EXECIGNORE` hides programs from command search, so another one of the same name
+/// runs.
 pub const START_UP_VARS: &[&str] = &[
     "BASH_ENV",
     "ENV",
@@ -153,6 +189,8 @@ pub const START_UP_VARS: &[&str] = &[
     "CDPATH",
     "GLOBIGNORE",
     "IFS",
+    "POSIXLY_CORRECT",
+    "EXECIGNORE",
 ];
 
 /// Which of the parent's variables a command inherits before the exclude rules run.
@@ -173,8 +211,8 @@ pub enum EnvInherit {
 /// codex's `shell_environment_policy` (see the [module docs](self) for the layers, the order
 /// of the rules and the pattern syntax).
 ///
-/// The default inherits everything except [`DEFAULT_EXCLUDES`], URLs with a password and the
-/// [`START_UP_VARS`]:
+/// The default inherits everything except [`DEFAULT_EXCLUDES`], URLs with a password, webhook
+/// URLs and the [`START_UP_VARS`]:
 ///
 /// ```
 /// use tool_bash::env::{EnvInherit, EnvPolicy};
@@ -259,8 +297,8 @@ impl EnvPolicy {
         self
     }
 
-    /// Whether [`DEFAULT_EXCLUDES`] and the URL-with-password rule are skipped (default
-    /// `false`). Start-up variables and `DSH_*` names are dropped regardless.
+    /// Whether [`DEFAULT_EXCLUDES`] and the URL rules (a password, a webhook) are skipped
+    /// (default `false`). Start-up variables and `DSH_*` names are dropped regardless.
     pub fn ignore_default_excludes(mut self, ignore: bool) -> EnvPolicy {
         self.memo = Memo::default();
         self.ignore_default_excludes = ignore;
@@ -386,8 +424,12 @@ impl EnvPolicy {
             if let Some(glob) = DEFAULTS.iter().find(|glob| glob.matches(&upper)) {
                 return Some(Withheld::DefaultExclude(glob.source.clone()));
             }
-            if embeds_url_password(&value.to_string_lossy()) {
+            let value = value.to_string_lossy();
+            if embeds_url_password(&value) {
                 return Some(Withheld::UrlWithPassword);
+            }
+            if embeds_webhook_url(&value) {
+                return Some(Withheld::WebhookUrl);
             }
         }
         if let Some(glob) = self.exclude.iter().find(|glob| glob.matches(&upper)) {
@@ -408,6 +450,7 @@ enum Withheld {
     NotInherited,
     DefaultExclude(String),
     UrlWithPassword,
+    WebhookUrl,
     Exclude(String),
     NotIncluded,
 }
@@ -420,6 +463,7 @@ impl fmt::Display for Withheld {
             Withheld::NotInherited => f.write_str("not inherited"),
             Withheld::DefaultExclude(pattern) => write!(f, "default exclude {pattern}"),
             Withheld::UrlWithPassword => f.write_str("URL with a password"),
+            Withheld::WebhookUrl => f.write_str("webhook URL"),
             Withheld::Exclude(pattern) => write!(f, "exclude {pattern}"),
             Withheld::NotIncluded => f.write_str("not in include_only"),
         }
@@ -456,30 +500,6 @@ fn globs(patterns: &[&str]) -> Vec<Glob> {
 fn is_managed(name: &str) -> bool {
     name.get(..4)
         .is_some_and(|prefix| prefix.eq_ignore_ascii_case("DSH_"))
-}
-
-/// Whether `value` embeds `scheme://user:password@` (see the module docs for the exact rule).
-fn embeds_url_password(value: &str) -> bool {
-    let is_scheme_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.');
-    let mut rest = value;
-    while let Some(at) = rest.find("://") {
-        let preceded_by_scheme = rest[..at].chars().next_back().is_some_and(is_scheme_char);
-        rest = &rest[at + 3..];
-        if !preceded_by_scheme {
-            continue;
-        }
-        let end = rest
-            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
-            .unwrap_or(rest.len());
-        let authority = &rest[..end];
-        if let Some((userinfo, _host)) = authority.rsplit_once('@')
-            && let Some((_user, password)) = userinfo.split_once(':')
-            && !password.is_empty()
-        {
-            return true;
-        }
-    }
-    false
 }
 
 /// A compiled pattern (see the module docs for the syntax), upper-cased so that matching an

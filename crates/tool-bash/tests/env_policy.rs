@@ -63,6 +63,21 @@ async fn the_default_policy_keeps_every_planted_credential_and_start_up_hook_fro
         ("NETRC", "/home/someone/.netrc".to_owned()),
         ("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock".to_owned()),
         ("XAUTHORITY", "/home/someone/.Xauthority".to_owned()),
+        ("OPENAI_API_KEYS", "planted".to_owned()),
+        ("GITHUB_TOKENS", "planted".to_owned()),
+        ("APP_SECRETS", "planted".to_owned()),
+        ("DB_PASSWORDS", "planted".to_owned()),
+        ("SUPABASE_JWT", "planted".to_owned()),
+        ("DB_PW", "planted".to_owned()),
+        ("STRIPE_SK", "planted".to_owned()),
+        (
+            "ALERTS",
+            "https://hooks.slack.com/services/T000/B000/XXXX".to_owned(),
+        ),
+        (
+            "NOTIFY_URL",
+            "https://discord.com/api/webhooks/123/planted".to_owned(),
+        ),
         ("BASH_ENV", hook.clone()),
         ("ENV", hook.clone()),
         (
@@ -76,6 +91,10 @@ async fn the_default_policy_keeps_every_planted_credential_and_start_up_hook_fro
         ("CDPATH", "/".to_owned()),
         ("GLOBIGNORE", "*".to_owned()),
         ("IFS", "x".to_owned()),
+        // POSIX mode changes how bash runs the command; `EXECIGNORE` changes which programs
+        // its command search finds.
+        ("POSIXLY_CORRECT", "1".to_owned()),
+        ("EXECIGNORE", "*/env".to_owned()),
         ("DSH_CALL_ID", "stale".to_owned()),
     ];
     let policy = EnvPolicy::new()

@@ -21,9 +21,13 @@ fn default_rule(name: &str, value: &str) -> Option<Withheld> {
 const DEFAULT_EXCLUDE_CASES: &[(&str, &str, &str)] = &[
     ("*KEY", "AZURE_OPENAI_KEY", "KEYTIMEOUT"),
     ("*KEY_*", "AWS_ACCESS_KEY_ID", "KEYMAP_FILE"),
+    ("*_KEYS", "OPENAI_API_KEYS", "HOTKEYS"),
+    ("*_KEYS_*", "SSH_KEYS_DIR", "KEYSTORE_TYPE"),
     ("*SECRET*", "client_secret", "SECURITY_LEVEL"),
     ("*TOKEN", "GITHUB_TOKEN", "TOKENIZERS_PARALLELISM"),
-    ("*TOKEN_*", "HF_TOKEN_PATH", "MAX_TOKENS"),
+    ("*TOKEN_*", "HF_TOKEN_PATH", "TOKENIZER_DIR"),
+    ("*_TOKENS", "GITHUB_TOKENS", "TOKENS"),
+    ("*_TOKENS_*", "HF_TOKENS_FILE", "TOKENSERVER_URL"),
     ("*PASSWORD*", "PGPASSWORD", "PASSWORT"),
     ("*PASSWD*", "LDAP_PASSWD", "PASSED_TESTS"),
     ("*PASSPHRASE*", "GPG_PASSPHRASE", "PHRASEBOOK"),
@@ -33,6 +37,8 @@ const DEFAULT_EXCLUDE_CASES: &[(&str, &str, &str)] = &[
     ("*_PASS_*", "SMTP_PASS_FILE", "COMPASS_HOME"),
     ("*_PWD*", "MYSQL_PWD", "OLDPWD"),
     ("PWD?*", "PWD_FILE", "PWD"),
+    ("*_PW", "DB_PW", "PWM_CHIP"),
+    ("*_PW_*", "SMTP_PW_FILE", "PW_TEST_HTML_REPORT_OPEN"),
     (
         "*CREDENTIAL*",
         "GOOGLE_APPLICATION_CREDENTIALS",
@@ -45,6 +51,9 @@ const DEFAULT_EXCLUDE_CASES: &[(&str, &str, &str)] = &[
     ("PAT_*", "PAT_FILE", "PATCH_LEVEL"),
     ("*_PAT", "GITHUB_PAT", "MANPATH"),
     ("*_PAT_*", "GH_PAT_READONLY", "PYTHONPATH"),
+    ("*_SK", "STRIPE_SK", "RAM_DISK"),
+    ("*_SK_*", "STRIPE_SK_LIVE", "SKIP_TESTS"),
+    ("*JWT*", "SUPABASE_JWT", "JWKS_URL"),
     ("*PRIVATE*", "SSH_PRIVATE_FILE", "PRIVILEGED"),
     ("*DSN*", "SENTRY_DSN", "DNS_SERVER"),
     ("*COOKIE*", "COOKIE_JAR", "COOKBOOK_DIR"),
@@ -98,6 +107,14 @@ fn the_issue_list_is_dropped_by_the_default_policy() {
         "AWS_SECRET_ACCESS_KEY",
         "AWS_SESSION_TOKEN",
         "NPM_TOKEN",
+        // Plurals, and the short and token-format names of issue 31.
+        "OPENAI_API_KEYS",
+        "GITHUB_TOKENS",
+        "APP_SECRETS",
+        "DB_PASSWORDS",
+        "AUTH_JWT",
+        "DB_PW",
+        "STRIPE_SK",
     ] {
         assert!(
             matches!(default_rule(name, "v"), Some(Withheld::DefaultExclude(_))),
@@ -122,6 +139,8 @@ fn every_start_up_variable_is_dropped_from_every_layer() {
         "CDPATH",
         "GLOBIGNORE",
         "IFS",
+        "POSIXLY_CORRECT",
+        "EXECIGNORE",
     ];
     assert_eq!(names.len(), START_UP_VARS.len());
     for (name, pattern) in names.iter().zip(START_UP_VARS) {
@@ -152,6 +171,8 @@ fn every_start_up_variable_is_dropped_from_every_layer() {
         "BASH_FUNCTIONS",
         "PS1",
         "IFS_MODE",
+        "POSIXLY",
+        "EXECIGNORE_FILE",
     ] {
         assert_eq!(default_rule(name, "v"), None, "{name}");
     }
@@ -191,6 +212,44 @@ fn urls_with_a_password_are_dropped_whatever_the_name() {
         ),
         None,
         "the URL rule is one of the defaults"
+    );
+}
+
+#[test]
+fn webhook_urls_are_dropped_whatever_the_name() {
+    let dropped = [
+        "https://hooks.slack.com/services/T000/B000/XXXX",
+        "https://discord.com/api/webhooks/123/token",
+        "https://discordapp.com/api/webhooks/123/token?wait=true",
+        "https://acme.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d",
+        "https://chat.example.com/hooks/abc123",
+        "https://hooks.zapier.com/hooks/catch/1/abc/",
+        "https://webhook.site/0c1f",
+        "alerts: HTTPS://HOOKS.SLACK.COM/services/T/B/X (ops)",
+        "https://ci:8080/hooks/x",
+    ];
+    let kept = [
+        "https://hooks.slack.com",
+        "https://hooks.slack.com/",
+        "https://example.com/hooks",
+        "https://example.com/hooks/",
+        "https://example.com/githooks/pre-commit",
+        "https://slack.com/services/T000",
+        "https://example.com/docs?page=webhooks/x",
+        "/srv/git/hooks/pre-commit",
+        "://hooks.slack.com/services/T/B/X",
+    ];
+    let rule = |value: &str| default_rule("NOTIFY", value);
+    assert_eq!(
+        dropped.map(rule),
+        dropped.map(|_| Some(Withheld::WebhookUrl))
+    );
+    assert_eq!(kept.map(rule), kept.map(|_| None));
+    let ignoring = EnvPolicy::new().ignore_default_excludes(true);
+    assert_eq!(
+        ignoring.withholds(OsStr::new("NOTIFY"), OsStr::new(dropped[0])),
+        None,
+        "the webhook rule is one of the defaults"
     );
 }
 
