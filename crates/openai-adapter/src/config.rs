@@ -83,8 +83,18 @@ impl ApiKey {
     /// The key from an environment variable; an unset or empty variable is an error that
     /// names the variable.
     pub fn from_env(variable: &str) -> Result<ApiKey, AdapterError> {
-        match std::env::var(variable) {
-            Ok(key) if !key.trim().is_empty() => Ok(ApiKey(key.trim().to_owned())),
+        ApiKey::from_lookup(variable, |name| std::env::var(name).ok())
+    }
+
+    /// The key `lookup` finds for `variable` (a host that keeps its secrets out of its
+    /// environment finds them where it keeps them); none, or an empty one, is an error that
+    /// names the variable.
+    pub fn from_lookup(
+        variable: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<ApiKey, AdapterError> {
+        match lookup(variable) {
+            Some(key) if !key.trim().is_empty() => Ok(ApiKey(key.trim().to_owned())),
             _ => Err(AdapterError::MissingKey {
                 variable: variable.to_owned(),
             }),
@@ -251,6 +261,18 @@ impl AdapterConfig {
         base_url: Option<&str>,
         key_variable: Option<&str>,
     ) -> Result<AdapterConfig, AdapterError> {
+        AdapterConfig::from_spec_with(spec, base_url, key_variable, |name| {
+            std::env::var(name).ok()
+        })
+    }
+
+    /// As [`AdapterConfig::from_spec`], with the key's variable resolved by `lookup`.
+    pub fn from_spec_with(
+        spec: &str,
+        base_url: Option<&str>,
+        key_variable: Option<&str>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<AdapterConfig, AdapterError> {
         let Some((provider, model)) = spec.split_once(':') else {
             return Err(AdapterError::Config(format!(
                 "model `{spec}` is not PROVIDER:MODEL (for example deepseek:deepseek-chat)"
@@ -276,7 +298,7 @@ impl AdapterConfig {
         };
         let config = AdapterConfig::preset(provider, model, base_url);
         match key_variable.or(provider.default_key_variable()) {
-            Some(variable) => Ok(config.api_key(ApiKey::from_env(variable)?)),
+            Some(variable) => Ok(config.api_key(ApiKey::from_lookup(variable, lookup)?)),
             None => Ok(config),
         }
     }

@@ -442,6 +442,18 @@ impl EnvPolicy {
     }
 }
 
+/// Whether the default policy withholds `name` (with `value`) from commands as a credential: a
+/// name of the default excludes (`*_API_KEY`, `*TOKEN*`, `*SECRET*`, …) or a value that embeds a
+/// URL with a password or a webhook's token. A host that keeps its own secrets out of reach
+/// (`tool_bash::sandbox::withdraw_secrets`) takes these.
+pub fn is_credential(name: &OsStr, value: &OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    let value = value.to_string_lossy();
+    DEFAULTS.iter().any(|glob| glob.matches(&upper))
+        || embeds_url_password(&value)
+        || embeds_webhook_url(&value)
+}
+
 /// Why a variable was kept from a command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Withheld {

@@ -1,7 +1,7 @@
 //! What the local executor asks its supervisor for, and what it hears back: the one vocabulary
 //! of the Linux supervisor and the portable one.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -20,11 +20,85 @@ pub(crate) struct Launch {
     pub(crate) workdir: PathBuf,
     /// Whether stdin is a pipe (for trusted `stdin` bytes) rather than `/dev/null`.
     pub(crate) stdin_piped: bool,
-    /// A Landlock ruleset the shell-to-be enforces on itself, after `no_new_privs`, just before
-    /// its `execve` (the sandboxed executor's; see `crate::sandbox`). It is built beforehand,
-    /// in the harness: the shell-to-be may not allocate. Only the Linux supervisor applies it;
-    /// the portable one refuses a launch that carries one.
-    pub(crate) landlock: Option<Arc<OwnedFd>>,
+    /// What the shell-to-be does to itself just before its `execve` (the sandboxed executor's;
+    /// see `crate::sandbox`). It is built beforehand, in the harness: the shell-to-be may not
+    /// allocate. Only the Linux supervisor applies it; the portable one refuses a launch that
+    /// carries one.
+    pub(crate) confinement: Option<Arc<Restrictions>>,
+    /// Descriptors the shell inherits at their own numbers (a wrapper's seccomp program, a
+    /// script too long for an argument); every other descriptor is closed at its `execve`.
+    pub(crate) inherit: Vec<OwnedFd>,
+}
+
+/// The steps a confined shell-to-be takes on itself before its `execve`, in this order: a
+/// mount namespace of its own ([`MountPlan`]), then its working directory, then every
+/// capability dropped, `no_new_privs`, the seccomp filter and the Landlock ruleset. Each step
+/// is inherited by everything the shell starts and cannot be lifted; a failed step fails the
+/// start, so the command never runs with less.
+#[derive(Debug, Default)]
+pub(crate) struct Restrictions {
+    /// The mount namespace, when the sandbox makes one.
+    pub(crate) mounts: Option<MountPlan>,
+    /// Empty the bounding, ambient, effective, permitted and inheritable sets.
+    pub(crate) drop_capabilities: bool,
+    /// A classic BPF program for `seccomp(SECCOMP_SET_MODE_FILTER)`; empty: no filter.
+    pub(crate) seccomp: Vec<BpfInstruction>,
+    /// A Landlock ruleset to enforce.
+    pub(crate) landlock: Option<OwnedFd>,
+}
+
+/// One instruction of a classic BPF program, laid out as the kernel's `struct sock_filter`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct BpfInstruction {
+    pub(crate) code: u16,
+    pub(crate) jt: u8,
+    pub(crate) jf: u8,
+    pub(crate) k: u32,
+}
+
+/// A mount namespace in which the whole tree is read-only but for the writable binds: the
+/// shell-to-be unshares it (with a user namespace of its own when the harness lacks
+/// `CAP_SYS_ADMIN`), takes a copy of each bind's tree, makes every mount read-only, and mounts
+/// the copies back in order, `nosuid` and `nodev`, read-only where a bind says so.
+#[derive(Debug)]
+pub(crate) struct MountPlan {
+    /// The harness's own ids, mapped to themselves in a user namespace of the command's own;
+    /// `None`: no user namespace (the harness may mount).
+    pub(crate) id_maps: Option<IdMaps>,
+    /// The binds, parents before children (see [`MOUNT_BINDS_MAX`]).
+    pub(crate) binds: Vec<MountBind>,
+}
+
+/// The most binds a [`MountPlan`] holds: the shell-to-be keeps one descriptor per bind on its
+/// stack.
+pub(crate) const MOUNT_BINDS_MAX: usize = 32;
+
+/// The lines written to `/proc/self/uid_map` and `gid_map`: `ID ID 1`.
+#[derive(Debug)]
+pub(crate) struct IdMaps {
+    pub(crate) uid_map: CString,
+    pub(crate) gid_map: CString,
+}
+
+impl IdMaps {
+    /// This process's effective user and group, each mapped to itself alone.
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub(crate) fn own() -> IdMaps {
+        let line = |id: u32| CString::new(format!("{id} {id} 1")).unwrap_or_default();
+        IdMaps {
+            uid_map: line(nix::unistd::geteuid().as_raw()),
+            gid_map: line(nix::unistd::getegid().as_raw()),
+        }
+    }
+}
+
+/// A tree mounted back over the read-only copy at its own path.
+#[derive(Debug)]
+pub(crate) struct MountBind {
+    pub(crate) path: CString,
+    /// Left writable (a writable root) or made read-only (a protected place beneath one).
+    pub(crate) writable: bool,
 }
 
 /// How a wait for the shell ended.

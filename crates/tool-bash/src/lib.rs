@@ -14,7 +14,9 @@
 //!   head-and-tail output windows with byte-exact spill files in a private directory.
 //! - `sandbox` (feature `sandbox`, on by default; Linux): the local executor with every command
 //!   confined (read-only, workspace-write or full access; network denied unless allowed), on
-//!   Landlock or bubblewrap, failing closed when the kernel cannot enforce the policy.
+//!   Landlock or bubblewrap, with a seccomp filter and a read-only mount namespace, holding
+//!   against a hostile command also as root, and failing closed when the kernel cannot
+//!   enforce the policy.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
 //!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate; their
 //!   canonical values are types ([`value`] for `bash`, [`tool::JobOutputValue`] and its
@@ -57,7 +59,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, `fastrand`, tokio's process support) |
-//! | `sandbox` | yes | on Linux (x86-64, AArch64), the sandboxed executor ([`sandbox::SandboxedExecutor`]): Landlock, or bubblewrap where installed; implies `local` |
+//! | `sandbox` | yes | on Linux (x86-64, AArch64), the sandboxed executor ([`sandbox::SandboxedExecutor`]): Landlock (`landlock`), or bubblewrap where installed, with a seccomp filter (`seccompiler`) and a read-only mount namespace; implies `local` |
 //!
 //! # Platforms
 //!

@@ -12,7 +12,7 @@
 //! On Linux each command therefore runs under a small supervisor process of its own:
 //!
 //! ```text
-//! harness ── supervisor (child subreaper, its own group) ── bash -c COMMAND (its own group) ── …
+//! harness ── supervisor (child subreaper, its own session) ── bash -c COMMAND (its own group) ── …
 //! ```
 //!
 //! The supervisor marks itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`), so every process
@@ -46,9 +46,12 @@
 //!
 //! Sharing memory with a running, multi-threaded harness sets the rules for the code it runs:
 //!
-//! - It reads and writes only its own mapping. The launch (`argv`, `envp`, working directory,
-//!   descriptor numbers) is copied into the mapping before the clone, so the harness may drop
-//!   everything of its own at any time, a cancelled `spawn` included.
+//! - It writes only its own mapping, and reads only that and a sandboxed executor's
+//!   [`Restrictions`]. The launch (`argv`, `envp`, working directory, descriptor numbers) is
+//!   copied into the mapping before the clone, so the harness may drop everything of its own at
+//!   any time, a cancelled `spawn` included; the restrictions are immutable and held by the
+//!   mapping (an `Arc`) until the shell-to-be has left it, and leaked with a mapping that is
+//!   never released.
 //! - It calls no C library function and touches no thread-local storage: system calls are made
 //!   directly (the `raw` module below), so no `errno` is written. Its thread pointer is set
 //!   (`CLONE_SETTLS`) to a zeroed area of its own mapping, so even an accidental access to
@@ -70,16 +73,25 @@
 //! had left its group survives that. A harness killed any other way (`SIGKILL` included) leaves
 //! its supervisors running, and they sweep.
 //!
-//! What stays out of reach: a command that kills its own supervisor (a `SIGKILL` to its parent's
-//! parent) before it escapes its group. The harness notices the supervisor's death, kills the
-//! shell's group at once and reports the command as killed, but a process that had already left
-//! the group is then re-parented to `init` and survives. The docs of the shell page say so.
+//! A sandboxed shell-to-be confines itself before its `execve` ([`confine`]): a mount namespace
+//! of its own, its directory, the capabilities dropped, `no_new_privs`, a seccomp filter and a
+//! Landlock ruleset, every step a raw system call on data the harness prepared.
+//!
+//! A command cannot hang its call by stopping its supervisor (`kill -STOP $PPID`, which a
+//! sandbox's signal scope forbids and an unconfined command may do): the harness kills a supervisor whose
+//! sweep does not finish in time, and one that has not reported its shell's end within
+//! [`REPORT_AFTER_EXIT`] of the shell's exit, which the harness sees on a pidfd of the shell.
+//!
+//! What stays out of reach: an unconfined command that kills or stops its own supervisor before
+//! it escapes its group. The harness notices, kills the shell's group and reports the command
+//! as killed, but a process that had already left the group is then re-parented to `init` and
+//! survives. The docs of the shell page say so.
 
 // The supervisor is raw system calls on memory shared with the harness; each `unsafe` block says
 // why it is sound. Nothing else in the crate uses `unsafe`.
 #![allow(unsafe_code)]
 
-use crate::launch::{Launch, ShellEnd};
+use crate::launch::{Launch, MOUNT_BINDS_MAX, MountPlan, Restrictions, ShellEnd};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -87,9 +99,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
+
+/// The most descriptors a launch passes to the shell at their own numbers.
+const INHERIT_MAX: usize = 2;
 
 /// The second word of a shell's end: nothing was left below the supervisor, which exits.
 const TREE_EMPTY: i32 = 1;
@@ -118,8 +133,11 @@ struct Plan {
     stdio: [RawFd; 3],
     control: RawFd,
     report: RawFd,
-    /// A Landlock ruleset the shell-to-be enforces on itself before its `execve`, or -1.
-    landlock: RawFd,
+    /// What the shell-to-be does to itself before its `execve`, or null: the executor's, kept
+    /// alive by the mapping until the shell-to-be has left it.
+    confinement: *const Restrictions,
+    /// The descriptors the shell inherits at their own numbers, -1 for none.
+    inherit: [RawFd; INHERIT_MAX],
     /// Where the kernel writes the shell's pid when it clones it (`CLONE_PARENT_SETTID`),
     /// before the shell runs: the harness finds it there if the command kills the supervisor
     /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
@@ -240,6 +258,18 @@ impl Layout {
 struct Mapping {
     base: *mut u8,
     len: usize,
+    /// The confinement its plan points to, held for as long as a shell-to-be may read it.
+    confinement: Option<Arc<Restrictions>>,
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // Dropped without `release` (see there), a shell-to-be may still read the confinement:
+        // it is leaked with the mapping rather than freed under it.
+        if let Some(confinement) = self.confinement.take() {
+            std::mem::forget(confinement);
+        }
+    }
 }
 
 // SAFETY: the mapping is plain memory; the harness only writes it while no supervisor runs on
@@ -287,6 +317,7 @@ impl Mapping {
         let mapping = Mapping {
             base: base.cast(),
             len,
+            confinement: None,
         };
         // SAFETY: both guard pages are inside the mapping just made. A stack overflow then
         // faults instead of writing over the other stack or the thread area.
@@ -308,7 +339,16 @@ impl Mapping {
 
     /// Writes the thread area's self-pointers and the plan of `strings`. Returns the
     /// supervisor's stack top, thread pointer and plan.
-    fn prepare(&mut self, strings: &Strings, fds: PlanFds) -> (usize, usize, usize) {
+    fn prepare(
+        &mut self,
+        strings: &Strings,
+        fds: PlanFds,
+        confinement: Option<Arc<Restrictions>>,
+    ) -> (usize, usize, usize) {
+        let confined = confinement
+            .as_deref()
+            .map_or(std::ptr::null(), std::ptr::from_ref);
+        self.confinement = confinement;
         let layout = Layout::new();
         let base = self.base as usize;
         // SAFETY: no supervisor runs on this mapping (it is new, or its supervisor was reaped),
@@ -353,7 +393,8 @@ impl Mapping {
                 stdio: fds.stdio,
                 control: fds.control,
                 report: fds.report,
-                landlock: fds.landlock,
+                confinement: confined,
+                inherit: fds.inherit,
                 shell: AtomicI32::new(0),
                 shell_on_mapping: AtomicI32::new(1),
             });
@@ -375,11 +416,12 @@ impl Mapping {
     /// spawn. A shell-to-be that never leaves (stopped before its `execve`, its group's
     /// `SIGKILL` refused) keeps its mapping, about 200 KiB of address space, for the harness's
     /// life: a rare leak in place of a use after free.
-    fn release(self) {
+    fn release(mut self) {
         if !self.shell_gone() {
             lock(&LINGERING).push(self);
             return;
         }
+        self.confinement = None;
         let mut pool = lock(&POOL);
         if pool.len() < POOL_SIZE {
             pool.push(self);
@@ -425,8 +467,8 @@ struct PlanFds {
     stdio: [RawFd; 3],
     control: RawFd,
     report: RawFd,
-    /// The Landlock ruleset to enforce, or -1.
-    landlock: RawFd,
+    /// The descriptors the shell inherits, -1 for none.
+    inherit: [RawFd; INHERIT_MAX],
 }
 
 /// What reaping a supervisor takes: a pidfd to wait on, and its mapping, released once it was
@@ -607,6 +649,29 @@ pub(crate) struct Supervised {
     empty: bool,
     /// The harness's end of the control pipe: closing it makes the supervisor sweep.
     control: Option<OwnedFd>,
+    /// The shell's pidfd, readable once the shell has exited: how the harness notices a
+    /// supervisor that no longer reports (stopped by its command) while its shell has ended.
+    /// `None` where it could not be opened (the shell had already gone).
+    shell_exit: Option<tokio::io::unix::AsyncFd<OwnedFd>>,
+}
+
+/// How long a supervisor may take to report its shell's end after the shell has exited, before
+/// the harness takes it for stopped or stuck and kills it.
+const REPORT_AFTER_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A pidfd of `pid` (not a child of this process: it may only be polled), or `None`.
+fn pidfd_of(pid: libc::pid_t) -> Option<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: `pidfd_open` reads no memory; on success the descriptor is new and owned by
+    // nobody else, so wrapping it in `OwnedFd` is sound.
+    let fd = unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0);
+        OwnedFd::from_raw_fd(RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?)
+    };
+    // SAFETY: the `AsyncFd` owns the descriptor, so it stays open for as long as it is
+    // registered and is deregistered before it is closed.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE).ok()
+    }
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -772,31 +837,129 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     }
 }
 
-/// Makes every child `command` starts set `no_new_privs` and enforce the Landlock `ruleset` on
-/// itself just before its `execve`, as the shell-to-be does: a program that is not a shell
-/// command (a stdio MCP server) confined like one. A failure of either call fails the spawn, so
-/// the program never runs unconfined. The ruleset's descriptor sits above 0–2
-/// ([`above_stdio`]), where the child's standard streams cannot replace it, and is
-/// close-on-exec, so the program does not inherit it.
-pub(crate) fn restrict_at_exec(
+/// Makes every child `command` starts confine itself just before its `execve`, as the
+/// shell-to-be does ([`confine`]), in `workdir`: a program that is not a shell command (a stdio
+/// MCP server) confined like one. A failed step fails the spawn, so the program never runs with
+/// less. The ruleset's descriptor sits above 0–2 ([`above_stdio`]), where the child's standard
+/// streams cannot replace it, and is close-on-exec, so the program does not inherit it.
+pub(crate) fn confine_at_exec(
     command: &mut std::process::Command,
-    ruleset: std::sync::Arc<OwnedFd>,
+    confinement: Arc<Restrictions>,
+    workdir: &std::path::Path,
 ) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the forked child between `fork` and `execve`. It makes two raw
-    // system calls, which are async-signal-safe, and builds its error from `errno` without
-    // allocating; it takes no lock. The descriptor stays open for as long as `command` can
-    // spawn, because the hook owns the `Arc` that holds it.
+    // A directory with a NUL byte cannot be entered; the spawn fails with the hook's error.
+    let workdir = CString::new(workdir.as_os_str().as_bytes()).ok();
+    // SAFETY: the hook runs in the forked child between `fork` and `execve`, a single process
+    // of its own: `confine` makes raw system calls only, which are async-signal-safe, on the
+    // confinement and directory the hook owns (so they live for as long as `command` can
+    // spawn); it allocates nothing and takes no lock, and the error is built from a number.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) != 0
-            {
+            let Some(workdir) = &workdir else {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            };
+            let result = confine(&confinement, workdir.as_ptr());
+            if result < 0 {
+                return Err(io::Error::from_raw_os_error(errno(result)));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes every child `command` starts keep `fd` across its `execve`, at its own number (a
+/// wrapper's seccomp pipe). The hook owns the descriptor, so it stays open for as long as
+/// `command` can spawn; the harness's copy stays close-on-exec, so no other program it starts
+/// inherits it.
+pub(crate) fn keep_at_exec(command: &mut std::process::Command, fd: OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child between `fork` and `execve` and makes one
+    // `fcntl`, which is async-signal-safe, on a descriptor it owns, in the child's own copy of
+    // the descriptor table.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, 0) < 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
         });
     }
+}
+
+/// Whether a process can confine itself as `restrictions` say, in `workdir`: a child is forked
+/// that takes every step and exits; no program is executed. The sandboxed executor asks this
+/// once, so that a refusal of the system is its construction's error, not every command's.
+#[cfg(feature = "sandbox")]
+pub(crate) fn try_restrictions(
+    restrictions: Arc<Restrictions>,
+    workdir: &std::path::Path,
+) -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let workdir = c_string(workdir.as_os_str().as_bytes())?;
+    // Never executed: the hook ends the child first.
+    let mut command = std::process::Command::new("/");
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: as in `confine_at_exec`; after the steps the child exits with a raw system call,
+    // which runs nothing of the harness's.
+    unsafe {
+        command.pre_exec(move || {
+            let result = confine(&restrictions, workdir.as_ptr());
+            if result < 0 {
+                return Err(io::Error::from_raw_os_error(errno(result)));
+            }
+            exit(0)
+        });
+    }
+    let status = command.spawn()?.wait()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "the trial process ended with {status}"
+        )))
+    }
+}
+
+/// Whether a process can make the commands' read-only mount namespace here: of its own
+/// (`user` false: the harness may mount), or in a user namespace of its own.
+#[cfg(feature = "sandbox")]
+pub(crate) fn try_mount_namespace(user: bool) -> io::Result<()> {
+    let restrictions = Restrictions {
+        mounts: Some(MountPlan {
+            id_maps: user.then(crate::launch::IdMaps::own),
+            binds: Vec::new(),
+        }),
+        ..Restrictions::default()
+    };
+    try_restrictions(Arc::new(restrictions), std::path::Path::new("/"))
+}
+
+/// Over this many bytes a command reaches bash on a descriptor instead of as its `-c`
+/// argument: the kernel takes no single argument over 128 KiB (`MAX_ARG_STRLEN`).
+pub(crate) const ARGUMENT_SCRIPT_MAX: usize = 96 * 1024;
+
+/// `script` in an unnamed temporary file, read from its start: the descriptor (above 0–2,
+/// close-on-exec here; the launch passes it on) and the `-c` argument that has bash read it,
+/// close it, and run it as if it had been the argument (`eval` in the same shell: `$0`, the
+/// positional parameters, `exit` and `set -e` behave alike).
+pub(crate) fn script_on_descriptor(script: &str) -> io::Result<(OwnedFd, String)> {
+    use std::io::{Seek, Write};
+    let mut file = tempfile::tempfile()?;
+    file.write_all(script.as_bytes())?;
+    file.rewind()?;
+    let fd = above_stdio(file.into())?;
+    let n = fd.as_raw_fd();
+    Ok((
+        fd,
+        format!(
+            "__dsh_script=$(</dev/fd/{n}) || exit 126\nexec {n}<&-\n\
+             eval \"unset __dsh_script; $__dsh_script\""
+        ),
+    ))
 }
 
 /// Makes the harness's end of a pipe from [`pipe`] non-blocking, for the runtime (the command's
@@ -911,14 +1074,28 @@ impl Supervised {
         let (control_read, control_write) = pipe()?;
         let (report_read, report_write) = pipe()?;
         let (control_read, report_write) = (above_stdio(control_read)?, above_stdio(report_write)?);
+        if launch.inherit.len() > INHERIT_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a launch passes more descriptors than the supervisor takes",
+            ));
+        }
+        let mut inherited = Vec::with_capacity(launch.inherit.len());
+        let mut inherit = [-1; INHERIT_MAX];
+        for (slot, fd) in inherit.iter_mut().zip(launch.inherit) {
+            // Above 0–2, where the shell's standard streams go.
+            let fd = above_stdio(fd)?;
+            *slot = fd.as_raw_fd();
+            inherited.push(fd);
+        }
         let fds = PlanFds {
             stdio: [stdin_fd, stdout_write.as_raw_fd(), stderr_write.as_raw_fd()],
             control: control_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
-            landlock: launch.landlock.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            inherit,
         };
         let mut mapping = Mapping::obtain(strings.plan_bytes())?;
-        let (stack_top, thread_pointer, plan) = mapping.prepare(&strings, fds);
+        let (stack_top, thread_pointer, plan) = mapping.prepare(&strings, fds, launch.confinement);
         let mut pidfd: libc::c_int = -1;
         // SAFETY: the supervisor runs `supervisor_main` on the stack, thread area and plan of
         // its own mapping, which is neither reused nor unmapped until it was reaped, and
@@ -958,8 +1135,8 @@ impl Supervised {
                 mapping.release();
                 return Err(unsupported_kernel());
             }
-            // Also from this side, so the group exists before anything can signal the harness's.
-            libc::setpgid(pid, pid);
+            // The supervisor makes a session of its own (`setsid`), which it cannot do once it
+            // leads a group: the harness leaves its group alone, and kills it by its pidfd.
             SupervisorProcess {
                 unreaped: Some(Unreaped {
                     pidfd: OwnedFd::from_raw_fd(pidfd),
@@ -975,6 +1152,7 @@ impl Supervised {
             stdin_read,
             control_read,
             report_write,
+            inherited,
         ));
         // The shell's pid comes as soon as the supervisor has cloned it (or why it did not
         // start, when that came first), a wait shorter than `posix_spawn`'s, which blocks its
@@ -1033,6 +1211,7 @@ impl Supervised {
             start_failed: None,
             empty: false,
             control: Some(control_write),
+            shell_exit: pidfd_of(shell),
         })
     }
 
@@ -1059,19 +1238,7 @@ impl Supervised {
     /// Reads one native-endian `i32` report; `None` at the end of the pipe. Cancel-safe: bytes
     /// read before a cancellation are kept for the next call.
     async fn next_word(&mut self) -> io::Result<Option<i32>> {
-        while self.partial.len() < 4 {
-            let mut byte = [0u8; 4];
-            let wanted = 4 - self.partial.len();
-            let read = self.reports.read(&mut byte[..wanted]).await?;
-            if read == 0 {
-                return Ok(None);
-            }
-            self.partial.extend_from_slice(&byte[..read]);
-        }
-        let mut word = [0u8; 4];
-        word.copy_from_slice(&self.partial[..4]);
-        self.partial.clear();
-        Ok(Some(i32::from_ne_bytes(word)))
+        next_word(&mut self.reports, &mut self.partial).await
     }
 
     /// Waits until the shell has ended. Cancel-safe. Later calls return the same answer.
@@ -1083,8 +1250,31 @@ impl Supervised {
             return ShellEnd::StartFailed(errno);
         }
         // The status, then whether nothing was left below the supervisor (written together);
-        // or, first, `-errno` from a shell-to-be whose `execve` failed.
-        let raw = match self.next_word().await {
+        // or, first, `-errno` from a shell-to-be whose `execve` failed. Should the shell exit
+        // and the supervisor not say so (its command stopped it), the supervisor is killed
+        // and the shell's end is its loss: no call waits for a supervisor that cannot report.
+        let unheard = async {
+            match &self.shell_exit {
+                Some(exit) => {
+                    let _ = exit.readable().await;
+                    tokio::time::sleep(REPORT_AFTER_EXIT).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let first = tokio::select! {
+            word = next_word(&mut self.reports, &mut self.partial) => Some(word),
+            () = unheard => None,
+        };
+        let Some(first) = first else {
+            tracing::warn!(
+                shell = self.shell,
+                "the shell exited and its supervisor did not report it; killing the supervisor"
+            );
+            self.supervisor.kill();
+            return ShellEnd::SupervisorLost;
+        };
+        let raw = match first {
             Ok(Some(raw)) if raw < 0 => {
                 // Nothing else was started: the supervisor reaps the shell-to-be and exits.
                 let errno = raw.saturating_neg();
@@ -1120,14 +1310,37 @@ impl Supervised {
         match tokio::time::timeout(bound, self.supervisor.reap()).await {
             Ok(()) => true,
             Err(_) => {
+                // Stopped (a command's `kill -STOP` of its parent's parent), or stuck: a
+                // supervisor the harness cannot hear from is killed, with the shell's group,
+                // so that no wait for it (its report of the shell's end) can hang.
                 tracing::warn!(
                     shell = self.shell,
-                    "the command's supervisor is still sweeping after {bound:?}"
+                    "the command's supervisor did not finish its sweep within {bound:?}; \
+                     killing it"
                 );
+                self.supervisor.kill();
                 false
             }
         }
     }
+}
+
+/// Reads one native-endian `i32` report from `reports`; `None` at the end of the pipe.
+/// Cancel-safe: bytes read before a cancellation are kept in `partial` for the next call.
+async fn next_word(reports: &mut pipe::Receiver, partial: &mut Vec<u8>) -> io::Result<Option<i32>> {
+    while partial.len() < 4 {
+        let mut byte = [0u8; 4];
+        let wanted = 4 - partial.len();
+        let read = reports.read(&mut byte[..wanted]).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        partial.extend_from_slice(&byte[..read]);
+    }
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&partial[..4]);
+    partial.clear();
+    Ok(Some(i32::from_ne_bytes(word)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1262,7 +1475,10 @@ extern "C" fn supervisor_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
             size_of::<u64>()
         );
-        sys!(SYS_setpgid, 0, 0);
+        // A session of its own, and with it a group: no command below it has a controlling
+        // terminal (`/dev/tty` fails; a terminal it finds cannot be its own to inject input
+        // into), and none of them can acquire one, since only a session's leader can.
+        sys!(SYS_setsid);
         // Its name in `ps` and `/proc/PID/comm`: it shares the harness's memory, so its command
         // line is the harness's, and it would pass for another copy of the harness.
         sys!(
@@ -1400,19 +1616,22 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
             }
         }
         if result == 0 {
-            result = sys!(SYS_chdir, plan.workdir);
-        }
-        if result == 0 && plan.landlock >= 0 {
-            // The sandbox, last before the shell: `no_new_privs` first (the kernel requires it
-            // of an unprivileged caller, and it keeps a setuid program from gaining rights the
-            // sandbox would then have to contain), then the ruleset the harness built. Both
-            // are inherited by everything the shell starts and cannot be lifted. A failure of
-            // either fails the start: the command never runs unconfined. The ruleset's
-            // descriptor is close-on-exec, so the shell does not inherit it.
-            result = sys!(SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            if result == 0 {
-                result = sys!(SYS_landlock_restrict_self, plan.landlock, 0);
+            for fd in plan.inherit {
+                if fd >= 0 {
+                    // Its own copy of the descriptor table: the harness's stays close-on-exec.
+                    let kept = sys!(SYS_fcntl, fd, libc::F_SETFD, 0);
+                    if kept < 0 {
+                        result = kept;
+                    }
+                }
             }
+        }
+        if result == 0 {
+            result = match plan.confinement.as_ref() {
+                // The sandbox, last before the shell (see `confine`).
+                Some(confinement) => confine(confinement, plan.workdir),
+                None => sys!(SYS_chdir, plan.workdir),
+            };
         }
         if result == 0 {
             // Its own group first, while every signal is still blocked. The handlers are the
@@ -1431,6 +1650,262 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
         }
         write_word(plan.report, errno(result).saturating_neg().min(-1));
         exit(127)
+    }
+}
+
+/// The kernel's mount API (Linux 5.2 and 5.12), stable values from `linux/mount.h` and
+/// `linux/fcntl.h`.
+mod mount_api {
+    pub(super) const OPEN_TREE_CLONE: u32 = 1;
+    pub(super) const AT_RECURSIVE: u32 = 0x8000;
+    pub(super) const AT_EMPTY_PATH: u32 = 0x1000;
+    pub(super) const MOVE_MOUNT_F_EMPTY_PATH: u32 = 4;
+    pub(super) const MOUNT_ATTR_RDONLY: u64 = 1;
+    pub(super) const MOUNT_ATTR_NOSUID: u64 = 2;
+    pub(super) const MOUNT_ATTR_NODEV: u64 = 4;
+
+    /// `struct mount_attr`.
+    #[repr(C)]
+    pub(super) struct MountAttr {
+        pub(super) attr_set: u64,
+        pub(super) attr_clr: u64,
+        pub(super) propagation: u64,
+        pub(super) userns_fd: u64,
+    }
+}
+
+/// Confines the calling process, which is about to `execve` (a shell-to-be, or a program's
+/// forked child): the mount namespace, then `workdir` as its directory (a directory entered
+/// before the mounts would still be the read-only copy), then every capability dropped,
+/// `no_new_privs`, the seccomp filter and the Landlock ruleset. Returns 0, or `-errno` of the
+/// first step that failed.
+///
+/// # Safety
+/// Only in a single process about to `execve` or exit: raw system calls on `confinement`,
+/// which the caller keeps alive and unchanged, on `workdir` (NUL-terminated) and on this
+/// stack; nothing is allocated.
+unsafe fn confine(confinement: &Restrictions, workdir: *const libc::c_char) -> isize {
+    // SAFETY: as the function's contract says; each call below reads only the memory named.
+    unsafe {
+        if let Some(mounts) = &confinement.mounts {
+            let entered = enter_mount_namespace(mounts);
+            if entered < 0 {
+                return entered;
+            }
+        }
+        let entered = sys!(SYS_chdir, workdir);
+        if entered < 0 {
+            return entered;
+        }
+        if confinement.drop_capabilities {
+            let dropped = drop_capabilities();
+            if dropped < 0 {
+                return dropped;
+            }
+        }
+        // `no_new_privs` before the filter and the ruleset (the kernel requires it of a caller
+        // without `CAP_SYS_ADMIN`); it also keeps a setuid program or one with file
+        // capabilities from gaining what was just dropped.
+        let result = sys!(SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        if result < 0 {
+            return result;
+        }
+        if !confinement.seccomp.is_empty() {
+            let program = libc::sock_fprog {
+                len: u16::try_from(confinement.seccomp.len()).unwrap_or(u16::MAX),
+                filter: confinement.seccomp.as_ptr().cast_mut().cast(),
+            };
+            let result = sys!(
+                SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const program
+            );
+            if result < 0 {
+                return result;
+            }
+        }
+        if let Some(ruleset) = &confinement.landlock {
+            let result = sys!(SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0);
+            if result < 0 {
+                return result;
+            }
+        }
+        0
+    }
+}
+
+/// Writes `text` (without its NUL) to the file at `path`.
+///
+/// # Safety
+/// As [`confine`]; `path` and `text` are NUL-terminated.
+unsafe fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> isize {
+    // SAFETY: raw system calls on the two strings and a descriptor of this function's own.
+    unsafe {
+        let fd = sys!(
+            SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC
+        );
+        if fd < 0 {
+            return fd;
+        }
+        let bytes = text.to_bytes();
+        let written = sys!(SYS_write, fd, bytes.as_ptr(), bytes.len());
+        sys!(SYS_close, fd);
+        if written < 0 { written } else { 0 }
+    }
+}
+
+/// A mount namespace of this process's own in which everything is read-only but the plan's
+/// writable binds (see [`MountPlan`]).
+///
+/// # Safety
+/// As [`confine`].
+unsafe fn enter_mount_namespace(plan: &MountPlan) -> isize {
+    use mount_api::*;
+    // SAFETY: raw system calls on the plan's strings, constant strings and this stack.
+    unsafe {
+        let mut flags = libc::CLONE_NEWNS;
+        if plan.id_maps.is_some() {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        let result = sys!(SYS_unshare, flags);
+        if result < 0 {
+            return result;
+        }
+        if let Some(maps) = &plan.id_maps {
+            // A process without `CAP_SETGID` outside may map its group only once `setgroups`
+            // is denied in the namespace.
+            for (path, text) in [
+                (c"/proc/self/setgroups", c"deny"),
+                (c"/proc/self/uid_map", maps.uid_map.as_c_str()),
+                (c"/proc/self/gid_map", maps.gid_map.as_c_str()),
+            ] {
+                let result = write_file(path, text);
+                if result < 0 {
+                    return result;
+                }
+            }
+        }
+        // Nothing mounted or unmounted here propagates back to the harness's namespace, nor
+        // later mounts of the host in (they would be writable).
+        let result = sys!(
+            SYS_mount,
+            0usize,
+            c"/".as_ptr(),
+            0usize,
+            libc::MS_REC | libc::MS_PRIVATE,
+            0usize
+        );
+        if result < 0 {
+            return result;
+        }
+        let binds = &plan.binds[..plan.binds.len().min(MOUNT_BINDS_MAX)];
+        // Copies of the binds' trees as they are, taken before everything becomes read-only.
+        let mut copies = [-1isize; MOUNT_BINDS_MAX];
+        for (copy, bind) in copies.iter_mut().zip(binds) {
+            *copy = sys!(
+                SYS_open_tree,
+                libc::AT_FDCWD,
+                bind.path.as_ptr(),
+                OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as u32
+            );
+            if *copy < 0 {
+                return *copy;
+            }
+        }
+        let read_only = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        let result = sys!(
+            SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c"/".as_ptr(),
+            AT_RECURSIVE,
+            &raw const read_only,
+            size_of::<MountAttr>()
+        );
+        if result < 0 {
+            return result;
+        }
+        for (copy, bind) in copies.iter().zip(binds) {
+            let attributes = MountAttr {
+                attr_set: MOUNT_ATTR_NOSUID
+                    | MOUNT_ATTR_NODEV
+                    | if bind.writable { 0 } else { MOUNT_ATTR_RDONLY },
+                attr_clr: 0,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            let mut result = sys!(
+                SYS_mount_setattr,
+                *copy,
+                c"".as_ptr(),
+                AT_EMPTY_PATH | AT_RECURSIVE,
+                &raw const attributes,
+                size_of::<MountAttr>()
+            );
+            if result == 0 {
+                result = sys!(
+                    SYS_move_mount,
+                    *copy,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    bind.path.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH
+                );
+            }
+            sys!(SYS_close, *copy);
+            if result < 0 {
+                return result;
+            }
+        }
+        0
+    }
+}
+
+/// Empties every capability set: the bounding set (so that not even an `execve` by root gives
+/// any back), the ambient set, and the effective, permitted and inheritable sets.
+///
+/// # Safety
+/// As [`confine`].
+unsafe fn drop_capabilities() -> isize {
+    // SAFETY: raw system calls on plain values and this stack.
+    unsafe {
+        for capability in 0..64 {
+            let result = sys!(SYS_prctl, libc::PR_CAPBSET_DROP, capability, 0, 0, 0);
+            if result == -(libc::EINVAL as isize) {
+                // Past the kernel's last capability.
+                break;
+            }
+            // Without `CAP_SETPCAP` the bounding set stays: harmless for a process that is not
+            // root, since `no_new_privs` keeps its `execve` from granting any capability; root
+            // would get them all back at its `execve`, so that fails the start.
+            if result < 0 && (result != -(libc::EPERM as isize) || sys!(SYS_geteuid) == 0) {
+                return result;
+            }
+        }
+        // Older kernels lack ambient capabilities, and with them anything to clear.
+        let result = sys!(
+            SYS_prctl,
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0
+        );
+        if result < 0 && result != -(libc::EINVAL as isize) {
+            return result;
+        }
+        // `_LINUX_CAPABILITY_VERSION_3` with this process (0), and two zeroed data words.
+        let header: [u32; 2] = [0x2008_0522, 0];
+        let data = [0u32; 6];
+        sys!(SYS_capset, header.as_ptr(), data.as_ptr())
     }
 }
 
@@ -1896,7 +2371,8 @@ mod tests {
             env: Vec::new(),
             workdir: "/".into(),
             stdin_piped: false,
-            landlock: None,
+            confinement: None,
+            inherit: Vec::new(),
         };
         let mut supervised = Supervised::spawn(launch).await.unwrap();
         let mapping_gone = |supervised: &Supervised| {
@@ -1924,7 +2400,8 @@ mod tests {
             env: Vec::new(),
             workdir: "/".into(),
             stdin_piped: false,
-            landlock: None,
+            confinement: None,
+            inherit: Vec::new(),
         })
         .unwrap();
         let mut mapping = Mapping::obtain(strings.plan_bytes()).unwrap();
@@ -1932,9 +2409,9 @@ mod tests {
             stdio: [0, 1, 2],
             control: 0,
             report: 0,
-            landlock: -1,
+            inherit: [-1; INHERIT_MAX],
         };
-        let (_, _, plan) = mapping.prepare(&strings, fds);
+        let (_, _, plan) = mapping.prepare(&strings, fds, None);
         assert!(mapping.shell_gone(), "no shell was cloned yet");
         // SAFETY: the plan was just written by `prepare`; no supervisor runs on the mapping.
         unsafe { (*(plan as *const Plan)).shell.store(4242, Ordering::SeqCst) };

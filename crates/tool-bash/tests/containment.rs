@@ -382,3 +382,61 @@ async fn escapes_end_when_job_kill_stops_a_job_and_when_its_owner_is_disposed() 
     jobs.dispose_owner("s-containment").await;
     assert_gone(&disposed, Duration::from_secs(2), "owner disposal");
 }
+
+/// A command that stops its supervisor (`kill -STOP` of its parent, which nothing but the
+/// sandbox's signal scope forbids) cannot hang its call: it times out, is cancelled, or exits,
+/// and in each case the call ends within its bounds, the supervisor is killed rather than
+/// waited for, and the command's processes are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_stops_its_supervisor_still_ends_every_way() {
+    let executor = executor();
+    let bound = Duration::from_secs(10);
+    let run = |command: String, timeout: Option<Duration>, token: Option<CancellationToken>| {
+        let executor = executor.clone();
+        async move {
+            let mut request = ShellRequest::new(command);
+            request.timeout = timeout;
+            request.signal = token;
+            let spec = executor.resolve(request, None).unwrap();
+            let started = Instant::now();
+            let result = tokio::time::timeout(bound, executor.run(spec))
+                .await
+                .expect("the call hung on its stopped supervisor")
+                .unwrap();
+            (result, started.elapsed())
+        }
+    };
+    let timed_out = marker();
+    let (result, took) = run(
+        format!("kill -STOP $PPID; sleep {timed_out}"),
+        Some(Duration::from_millis(500)),
+        None,
+    )
+    .await;
+    assert!(result.timed_out, "{result:?}");
+    assert!(took < bound, "{took:?}");
+    assert_gone(&timed_out, Duration::from_secs(2), "timed out");
+
+    let exited = marker();
+    let (result, _) = run(
+        format!("sleep {exited} & kill -STOP $PPID; echo stopped"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(result.stdout.text, "stopped\n", "{result:?}");
+    assert_gone(&exited, Duration::from_secs(2), "exited");
+
+    let cancelled = marker();
+    let token = CancellationToken::new();
+    let call = tokio::spawn(run(
+        format!("kill -STOP $PPID; sleep {cancelled}"),
+        None,
+        Some(token.clone()),
+    ));
+    until_running(&cancelled).await;
+    token.cancel();
+    let (result, _) = call.await.unwrap();
+    assert!(result.aborted, "{result:?}");
+    assert_gone(&cancelled, Duration::from_secs(2), "cancelled");
+}

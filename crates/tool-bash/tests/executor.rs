@@ -206,11 +206,13 @@ async fn a_missing_shell_is_a_clear_spawn_error() {
 
 #[tokio::test]
 async fn a_command_too_long_to_exec_is_a_clear_spawn_error_not_a_hang() {
-    // One argument over the kernel's per-argument limit (128 KiB): `exec` fails with E2BIG.
-    // The supervisor must leave at once, or `spawn` would wait on it forever.
+    // One environment entry over the kernel's per-string limit (128 KiB): `exec` fails with
+    // E2BIG. The supervisor must leave at once, or `spawn` would wait on it forever. (A long
+    // command is no such case: it reaches bash on a descriptor.)
     let executor = executor();
-    let command = format!("echo {}", "x".repeat(300 * 1024));
-    let spec = executor.resolve(ShellRequest::new(command), None).unwrap();
+    let mut request = ShellRequest::new("echo never");
+    request.env.insert("HUGE".into(), "x".repeat(300 * 1024));
+    let spec = executor.resolve(request, None).unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(10), executor.run(spec)).await;
     let err = outcome.expect("spawn hung").unwrap_err();
     assert!(matches!(err, ShellError::Spawn(_)), "{err}");
@@ -516,4 +518,34 @@ async fn a_command_cancelled_while_waiting_for_a_slot_never_runs() {
     holder.cancel();
     assert!(first.await.unwrap().aborted);
     assert!(!dir.path().join("ran").exists());
+}
+
+/// A command longer than the kernel takes as one argument (128 KiB) runs as a short one does:
+/// bash reads it from a descriptor, which no process of the command inherits, and it keeps
+/// `$0`, `set -e` and `exit` as `bash -c` has them.
+#[tokio::test]
+async fn a_command_over_the_argument_limit_runs_like_a_short_one() {
+    let filler = format!(": '{}'\n", "x".repeat(300_000));
+    let script = format!(
+        "{filler}set -e\necho \"zero=$0\"\nls /proc/$$/fd | wc -l\nfalse\necho not reached"
+    );
+    let long = run(&script).await;
+    let short =
+        run("set -e\necho \"zero=$0\"\nls /proc/$$/fd | wc -l\nfalse\necho not reached").await;
+    assert_eq!(
+        (
+            long.exit_code,
+            long.stdout.text.as_str(),
+            long.stderr.text.as_str()
+        ),
+        (
+            short.exit_code,
+            short.stdout.text.as_str(),
+            short.stderr.text.as_str()
+        )
+    );
+    assert_eq!(long.exit_code, Some(1));
+    assert!(long.stdout.text.starts_with("zero=bash\n"), "{long:?}");
+    let exits = run(&format!("{filler}exit 7")).await;
+    assert_eq!(exits.exit_code, Some(7));
 }

@@ -67,8 +67,8 @@ async fn every_bad_input_is_a_clear_error_and_the_next_call_works() {
             "a 10 MB command",
             "bash",
             huge.into(),
-            FailureCode::ToolError,
-            "could not start the command",
+            FailureCode::InvalidArgs,
+            "/command: 10485760 bytes, over the limit of 1048576 bytes",
         ),
         (
             "argument text over the registry's 1 MiB limit",

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tool_bash::local::LocalConfig;
 use tool_bash::sandbox::{
-    Capability, ConfinedProgram, Enforcement, SandboxBackend, SandboxError, SandboxMode,
-    SandboxPolicy, SandboxProbe, SandboxReport, SandboxedExecutor, SystemProbe,
+    Capability, ConfinedProgram, Enforcement, Mechanism, MountNamespace, Right, SandboxBackend,
+    SandboxError, SandboxMode, SandboxPolicy, SandboxProbe, SandboxReport, SandboxedExecutor,
+    SystemProbe,
 };
 use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResult, Stream};
 
@@ -24,15 +25,26 @@ use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResul
 #[path = "sandbox/escalation.rs"]
 mod escalation;
 
-/// Where the tests' directories go: the target's temporary directory, unless it is under
-/// `/tmp` (a checkout there), which bubblewrap hides behind a private one; then `/var/tmp`.
+/// The hostile table, on both backends, as root and as a user.
+#[path = "sandbox/hostile.rs"]
+mod hostile;
+
+/// Where the tests' directories go: `DSH_SANDBOX_SCRATCH` when set (the hostile table's pass as
+/// another user), else the target's temporary directory, unless it is under `/tmp` (a checkout
+/// there), which bubblewrap hides behind a private one; then `/var/tmp`.
 fn scratch_base() -> &'static Path {
-    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    if target_tmp.starts_with("/tmp") {
-        Path::new("/var/tmp")
-    } else {
-        target_tmp
-    }
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        if let Some(base) = std::env::var_os("DSH_SANDBOX_SCRATCH") {
+            return PathBuf::from(base);
+        }
+        let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        if target_tmp.starts_with("/tmp") {
+            PathBuf::from("/var/tmp")
+        } else {
+            target_tmp.to_path_buf()
+        }
+    })
 }
 
 /// A workspace root the command may write, a directory outside every root with a file to read,
@@ -84,13 +96,10 @@ async fn run_in(executor: &dyn ShellExecutor, command: &str, workdir: &Path) -> 
     executor.run(spec).await.unwrap()
 }
 
-/// What a denied write looks like on stderr: Landlock refuses the open (`EACCES`), bubblewrap's
-/// read-only bind refuses it (`EROFS`).
-fn denied_write(backend: SandboxBackend) -> &'static str {
-    match backend {
-        SandboxBackend::Landlock => "Permission denied",
-        _ => "Read-only file system",
-    }
+/// What a denied write looks like on stderr: on both backends the read-only mount namespace
+/// refuses it (`EROFS`) before Landlock would (`EACCES`).
+fn denied_write(_backend: SandboxBackend) -> &'static str {
+    "Read-only file system"
 }
 
 /// The backends to run the table on. Bubblewrap must be there (CI installs it): its absence
@@ -208,13 +217,13 @@ async fn network_is_denied_unless_allowed(backend: SandboxBackend) {
     let result = run_in(&denied, &connect, dirs.root()).await;
     assert_eq!(result.exit_code, Some(1), "{result:?}");
     assert_eq!(result.stdout.text, "");
-    let sign = match backend {
-        SandboxBackend::Landlock => "Permission denied",
-        // A network namespace of its own: nothing listens on its loopback.
-        _ => "Connection refused",
-    };
+    // On both backends the seccomp filter refuses the socket before Landlock's TCP rule or
+    // bubblewrap's network namespace would refuse the connection.
     assert!(
-        result.stderr.text.contains(sign),
+        result
+            .stderr
+            .text
+            .contains("socket: Operation not permitted"),
         "{:?}",
         result.stderr.text
     );
@@ -291,8 +300,7 @@ async fn background_jobs_are_confined(backend: SandboxBackend) {
 }
 
 /// The note is for errors the sandbox can cause: a refused connection with the network allowed
-/// is the listener's absence, and Landlock never reports a read-only file system or an
-/// unreachable network.
+/// is the listener's absence, and Landlock never reports an unreachable network.
 async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) {
     let dirs = Dirs::new();
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -320,7 +328,7 @@ async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) 
         let denied = sandboxed(dirs.policy(SandboxMode::WorkspaceWrite), backend);
         let result = run_in(
             &denied,
-            "echo 'Read-only file system; Network is unreachable; Connection refused' >&2; exit 1",
+            "echo 'Network is unreachable; Connection refused' >&2; exit 1",
             dirs.root(),
         )
         .await;
@@ -417,6 +425,20 @@ async fn the_bubblewrap_table() {
 struct Simulated {
     landlock_abi: u32,
     bubblewrap: Result<PathBuf, String>,
+    seccomp: bool,
+    mount_namespace: Result<MountNamespace, String>,
+}
+
+impl Simulated {
+    /// This system, but for its Landlock ABI, and without `bwrap`.
+    fn abi(landlock_abi: u32) -> Simulated {
+        Simulated {
+            landlock_abi,
+            bubblewrap: Err(String::from("`bwrap` is not on PATH")),
+            seccomp: SystemProbe.seccomp(),
+            mount_namespace: SystemProbe.mount_namespace(),
+        }
+    }
 }
 
 impl SandboxProbe for Simulated {
@@ -426,6 +448,14 @@ impl SandboxProbe for Simulated {
 
     fn bubblewrap(&self) -> Result<PathBuf, String> {
         self.bubblewrap.clone()
+    }
+
+    fn seccomp(&self) -> bool {
+        self.seccomp
+    }
+
+    fn mount_namespace(&self) -> Result<MountNamespace, String> {
+        self.mount_namespace.clone()
     }
 }
 
@@ -441,12 +471,8 @@ fn unsupported(result: Result<SandboxedExecutor, SandboxError>) -> (Capability, 
 #[tokio::test]
 async fn an_unsupported_kernel_fails_closed_naming_the_capability() {
     let dirs = Dirs::new();
-    let probe = |abi| Simulated {
-        landlock_abi: abi,
-        bubblewrap: Err(String::from("`bwrap` is not on PATH")),
-    };
     let build = |policy: SandboxPolicy, backend, abi| {
-        SandboxedExecutor::with_probe(policy, backend, config(), &probe(abi))
+        SandboxedExecutor::with_probe(policy, backend, config(), &Simulated::abi(abi))
     };
     let policy = dirs.policy(SandboxMode::WorkspaceWrite);
     assert_eq!(
@@ -477,14 +503,47 @@ async fn an_unsupported_kernel_fails_closed_naming_the_capability() {
         unsupported(build(policy.clone(), SandboxBackend::Bubblewrap, 7)).0,
         Capability::Bubblewrap
     );
-    // The network allowed: ABI 3 is enough.
-    assert!(
-        build(
+    // Signals and abstract sockets need Landlock's scopes, whatever the network.
+    assert_eq!(
+        unsupported(build(
             policy.clone().with_network(true),
             SandboxBackend::Landlock,
-            3
+            5
+        )),
+        (
+            Capability::LandlockScopes,
+            String::from("the kernel's Landlock ABI is 5, 6 is needed")
         )
-        .is_ok()
+    );
+    assert!(build(policy.clone(), SandboxBackend::Landlock, 6).is_ok());
+    // Without seccomp or a mount namespace, the sockets and the metadata outside stay open.
+    let without = |probe: Simulated| {
+        unsupported(SandboxedExecutor::with_probe(
+            policy.clone(),
+            SandboxBackend::Landlock,
+            config(),
+            &probe,
+        ))
+    };
+    assert_eq!(
+        without(Simulated {
+            seccomp: false,
+            ..Simulated::abi(7)
+        }),
+        (
+            Capability::Seccomp,
+            String::from("the kernel filters no system calls")
+        )
+    );
+    assert_eq!(
+        without(Simulated {
+            mount_namespace: Err(String::from("user namespaces are off")),
+            ..Simulated::abi(7)
+        }),
+        (
+            Capability::MountNamespace,
+            String::from("user namespaces are off")
+        )
     );
     // Full access needs nothing.
     assert!(
@@ -500,28 +559,48 @@ async fn an_unsupported_kernel_fails_closed_naming_the_capability() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn best_effort_reports_what_it_could_not_enforce_and_enforces_the_rest() {
     let dirs = Dirs::new();
-    let probe = Simulated {
-        landlock_abi: 3,
-        bubblewrap: Err(String::from("absent")),
-    };
+    let probe = Simulated::abi(3);
     let policy = dirs
         .policy(SandboxMode::WorkspaceWrite)
         .with_enforcement(Enforcement::BestEffort);
     let executor =
         SandboxedExecutor::with_probe(policy, SandboxBackend::Landlock, config(), &probe).unwrap();
     let report: &SandboxReport = executor.report();
-    assert_eq!(report.unenforced, vec![Capability::LandlockNetwork]);
+    assert_eq!(
+        report.unenforced,
+        vec![Capability::LandlockNetwork, Capability::LandlockScopes]
+    );
     assert_eq!(report.backend, Some(SandboxBackend::Landlock));
     assert!(
-        report
-            .summary()
-            .ends_with("NOT enforced: Landlock TCP rules (Landlock ABI 4, Linux 6.7)"),
+        report.summary().ends_with(
+            "NOT enforced: Landlock TCP rules (Landlock ABI 4, Linux 6.7), Landlock's signal \
+                 and abstract-socket scopes (Landlock ABI 6, Linux 6.12)"
+        ),
         "{}",
         report.summary()
     );
     let json = serde_json::to_value(report).unwrap();
-    assert_eq!(json["unenforced"], serde_json::json!(["landlock-network"]));
-    // Writes are still confined; the network, as reported, is not.
+    assert_eq!(
+        json["unenforced"],
+        serde_json::json!(["landlock-network", "landlock-scopes"])
+    );
+    // Signals are not denied; TCP still is, by the seccomp filter alone.
+    let signals = report
+        .rights
+        .iter()
+        .find(|r| r.right == Right::Signals)
+        .unwrap();
+    assert_eq!((signals.enforced, signals.by.clone()), (false, vec![]));
+    let tcp = report
+        .rights
+        .iter()
+        .find(|r| r.right == Right::Tcp)
+        .unwrap();
+    assert_eq!(
+        (tcp.enforced, tcp.by.clone()),
+        (true, vec![Mechanism::Seccomp])
+    );
+    // Writes are still confined, and so is the network, by seccomp alone.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let target = dirs.outside().join("best-effort");
@@ -536,19 +615,21 @@ async fn best_effort_reports_what_it_could_not_enforce_and_enforces_the_rest() {
     .await;
     assert_eq!(
         (result.exit_code, result.stdout.text.as_str()),
-        (Some(1), "connected\n")
+        (Some(1), "")
     );
-    assert!(result.stderr.text.contains("Permission denied"));
+    assert!(
+        result.stderr.text.contains("Operation not permitted"),
+        "{}",
+        result.stderr.text
+    );
+    assert!(result.stderr.text.contains("Read-only file system"));
     assert!(!target.exists());
 }
 
 #[test]
 fn best_effort_without_landlock_says_that_nothing_is_confined() {
     let dirs = Dirs::new();
-    let probe = Simulated {
-        landlock_abi: 0,
-        bubblewrap: Err(String::from("absent")),
-    };
+    let probe = Simulated::abi(0);
     let policy = dirs
         .policy(SandboxMode::ReadOnly)
         .with_enforcement(Enforcement::BestEffort);
@@ -559,7 +640,8 @@ fn best_effort_without_landlock_says_that_nothing_is_confined() {
         executor.report().summary(),
         "read-only NOT enforced (not confined): Landlock file-system rules (Landlock ABI 1, \
          Linux 5.13), Landlock's truncate right (Landlock ABI 3, Linux 6.2), Landlock TCP rules \
-         (Landlock ABI 4, Linux 6.7)"
+         (Landlock ABI 4, Linux 6.7), Landlock's signal and abstract-socket scopes (Landlock ABI \
+         6, Linux 6.12)"
     );
 }
 
@@ -589,7 +671,11 @@ async fn spilled_output_is_written_by_the_harness_and_not_writable_by_the_comman
     )
     .await;
     assert_eq!(tamper.exit_code, Some(1));
-    assert!(tamper.stderr.text.contains("Permission denied"));
+    assert!(
+        tamper.stderr.text.contains("Read-only file system"),
+        "{}",
+        tamper.stderr.text
+    );
     assert_eq!(std::fs::metadata(&spill).unwrap().len(), 100_000);
 }
 

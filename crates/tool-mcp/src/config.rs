@@ -140,20 +140,35 @@ impl McpConfig {
 
     /// Reads a configuration file, expanding variables from the process environment.
     pub fn load(path: &Path) -> Result<McpConfig, ConfigError> {
+        McpConfig::load_with(path, |name| std::env::var(name).ok())
+    }
+
+    /// Reads a configuration file, expanding variables with `lookup` (a host that keeps its
+    /// secrets out of its environment resolves them from where it keeps them).
+    pub fn load_with(
+        path: &Path,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<McpConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        McpConfig::parse(&text, &path.display().to_string(), |name| {
-            std::env::var(name).ok()
-        })
+        McpConfig::parse(&text, &path.display().to_string(), lookup)
     }
 
     /// `.mcp.json` in `dir` when there is one, else an empty configuration.
     pub fn load_from_dir(dir: &Path) -> Result<McpConfig, ConfigError> {
+        McpConfig::load_from_dir_with(dir, |name| std::env::var(name).ok())
+    }
+
+    /// As [`McpConfig::load_from_dir`], expanding variables with `lookup`.
+    pub fn load_from_dir_with(
+        dir: &Path,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<McpConfig, ConfigError> {
         let path = dir.join(CONFIG_FILE_NAME);
         if path.is_file() {
-            McpConfig::load(&path)
+            McpConfig::load_with(&path, lookup)
         } else {
             Ok(McpConfig::default())
         }

@@ -105,8 +105,8 @@ pub(crate) enum Command {
 #[derive(Debug, Default, PartialEq, Eq, Args)]
 pub(crate) struct McpServeOptions {
     /// Confine the bash tool's commands: `read-only`, `workspace-write` (the current
-    /// directory) or `off` (see `run --help`). Default: `workspace-write` where this system
-    /// supports it, otherwise `off` with a warning on stderr.
+    /// directory) or `off` (see `run --help`). Default: `workspace-write`, enforced as far as
+    /// this system can, with a warning on stderr naming the rest.
     #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
     pub(crate) sandbox: Option<String>,
 }
@@ -234,10 +234,14 @@ pub(crate) struct RunOptions {
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Vec<String>,
     /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
-    /// directory), `workspace-write` (also the working directory) or `off`. In both confined
-    /// modes the network is denied. The stdio MCP servers start in the same sandbox. Default:
-    /// `workspace-write` where this system supports it, otherwise `off` with a warning.
-    /// Recorded in `session/start`.
+    /// directory), `workspace-write` (also the working directory, but not the session store
+    /// beneath it) or `off`. In both confined modes the network is denied (every socket but a
+    /// stream pair), no capability is held, metadata outside the writable places cannot
+    /// change, and no process outside the command can be signalled; this holds as root too.
+    /// The stdio MCP servers start in the same sandbox. Default: `workspace-write`, enforced
+    /// as far as this system can with a warning naming the rest (or `off` where it can
+    /// enforce nothing); a mode given explicitly that cannot be wholly enforced is status 2.
+    /// What is enforced, right by right, is recorded in `session/start`.
     #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
     pub(crate) sandbox: Option<String>,
     /// How long to wait, once the session has ended, for background jobs still running

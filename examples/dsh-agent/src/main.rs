@@ -42,6 +42,7 @@ mod output;
 mod render;
 mod replay;
 mod run;
+mod secrets;
 mod sessions;
 mod tools;
 
@@ -96,6 +97,8 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
+    // Before any thread: the secrets leave the environment block the kernel shows.
+    secrets::withdraw();
     let cli = match cli::parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(error) if error.use_stderr() => {
@@ -222,7 +225,8 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
         Command::Mcp(options) => {
             let cwd = std::env::current_dir()
                 .map_err(|e| Failure::new(2, format!("no working directory: {e}")))?;
-            let (executor, _, _) = tools::shell_executor(options.sandbox.as_deref(), &cwd, None)?;
+            let (executor, _, _) =
+                tools::shell_executor(options.sandbox.as_deref(), &cwd, None, None)?;
             let (registry, jobs) = tools::registry_with(true, executor);
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)

@@ -27,9 +27,9 @@ pub(crate) async fn load_servers(
     files: &[String],
     launcher: Option<ServerLauncher>,
 ) -> Result<Option<McpServers>> {
-    let mut config = McpConfig::load_from_dir(cwd)?;
+    let mut config = McpConfig::load_from_dir_with(cwd, crate::secrets::var)?;
     for file in files {
-        config.merge(McpConfig::load(Path::new(file))?);
+        config.merge(McpConfig::load_with(Path::new(file), crate::secrets::var)?);
     }
     if config.is_empty() {
         return Ok(None);

@@ -68,10 +68,11 @@ pub(crate) fn select_model(options: &RunOptions) -> Result<Model, Failure> {
         }
         return load_script(options).map(Model::Scripted);
     };
-    let config = AdapterConfig::from_spec(
+    let config = AdapterConfig::from_spec_with(
         spec.trim(),
         options.base_url.as_deref(),
         options.api_key_env.as_deref(),
+        crate::secrets::var,
     )
     .map_err(|e| Failure::new(2, e.to_string()))?
     .streaming(!options.no_stream);

@@ -144,8 +144,12 @@ pub(crate) async fn run(
             ),
         ));
     }
-    let (executor, sandbox, launcher) =
-        shell_executor(options.sandbox.as_deref(), &cwd, Some(lease.spill_dir()))?;
+    let (executor, sandbox, launcher) = shell_executor(
+        options.sandbox.as_deref(),
+        &cwd,
+        Some(lease.spill_dir()),
+        Some(store_dir.root()),
+    )?;
     let (registry, jobs) = registry_with(!options.no_background, executor);
     if options.ask {
         let cards_on_terminal =

@@ -16,13 +16,16 @@ pub(crate) fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
 
 /// The bash tool's executor for `--sandbox`, what `session/start` records of it, and what
 /// starts the stdio MCP servers inside the same sandbox (`None` with the sandbox off). An
-/// explicit mode the system cannot enforce is a usage error; the default falls back to `off`
-/// with a warning line on stderr. The shell's spill files go to `spill_dir` (the session's),
-/// or to the executor's own temporary directory.
+/// explicit mode the system cannot wholly enforce is a usage error; the default enforces what
+/// the system can, with a warning line on stderr naming the rest, and falls back to `off` only
+/// where nothing can be confined. The shell's spill files go to `spill_dir` (the session's),
+/// or to the executor's own temporary directory; `store` (the session store), wherever it lies
+/// beneath the working directory, is read-only to every command.
 pub(crate) fn shell_executor(
     choice: Option<&str>,
     cwd: &Path,
     spill_dir: Option<&Path>,
+    store: Option<&Path>,
 ) -> Result<Sandboxed, Failure> {
     let mut config = LocalConfig::default();
     config.spill_dir = spill_dir.map(Path::to_path_buf);
@@ -42,14 +45,22 @@ pub(crate) fn shell_executor(
         Some("read-only") => "read-only",
         _ => "workspace-write",
     };
-    match sandboxed(mode, cwd, config.clone()) {
+    match sandboxed(mode, cwd, config.clone(), store, true) {
         Ok(confined) => Ok(confined),
-        Err(why) if choice.is_none() => {
-            output::say(&format!(
-                "dsh-agent: warning: the shell sandbox is off: {why}"
-            ));
-            Ok(off(Some(why)))
-        }
+        Err(why) if choice.is_none() => match sandboxed(mode, cwd, config.clone(), store, false) {
+            Ok(confined) => {
+                output::say(&format!(
+                    "dsh-agent: warning: the shell sandbox is only partly enforced: {why}"
+                ));
+                Ok(confined)
+            }
+            Err(why) => {
+                output::say(&format!(
+                    "dsh-agent: warning: the shell sandbox is off: {why}"
+                ));
+                Ok(off(Some(why)))
+            }
+        },
         Err(why) => Err(Failure::new(2, format!("--sandbox {mode}: {why}"))),
     }
 }
@@ -61,19 +72,45 @@ pub(crate) type Sandboxed = (
     Option<tool_mcp::ServerLauncher>,
 );
 
-/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root, and a launcher
-/// that starts stdio MCP servers under the same confinement.
+/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root and `store`
+/// protected, enforcing the whole policy (`required`) or what the system can, and a launcher
+/// that starts stdio MCP servers under the same confinement. Best effort that could confine
+/// nothing is an error here.
 #[cfg(target_os = "linux")]
-pub(crate) fn sandboxed(mode: &str, cwd: &Path, config: LocalConfig) -> Result<Sandboxed, String> {
-    use tool_bash::sandbox::{SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor};
+pub(crate) fn sandboxed(
+    mode: &str,
+    cwd: &Path,
+    config: LocalConfig,
+    store: Option<&Path>,
+    required: bool,
+) -> Result<Sandboxed, String> {
+    use tool_bash::sandbox::{
+        Enforcement, SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor,
+    };
     let mode = if mode == "read-only" {
         SandboxMode::ReadOnly
     } else {
         SandboxMode::WorkspaceWrite
     };
-    let policy = SandboxPolicy::new(mode).with_workspace_root(cwd);
+    let mut policy = SandboxPolicy::new(mode)
+        .with_workspace_root(cwd)
+        .with_enforcement(if required {
+            Enforcement::Required
+        } else {
+            Enforcement::BestEffort
+        });
+    if let Some(store) = store {
+        // The store must exist to be bound read-only; the session's own directory in it
+        // already does.
+        std::fs::create_dir_all(store)
+            .map_err(|e| format!("the session store {}: {e}", store.display()))?;
+        policy = policy.with_protected(store);
+    }
     let executor = SandboxedExecutor::new(policy, SandboxBackend::Landlock, config)
         .map_err(|e| e.to_string())?;
+    if executor.report().backend.is_none() {
+        return Err(executor.report().summary());
+    }
     let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
     let executor = Arc::new(executor);
     let confining = Arc::clone(&executor);
@@ -95,6 +132,8 @@ pub(crate) fn sandboxed(
     _mode: &str,
     _cwd: &Path,
     _config: LocalConfig,
+    _store: Option<&Path>,
+    _required: bool,
 ) -> Result<Sandboxed, String> {
     Err(String::from("the shell sandbox needs Linux (Landlock)"))
 }

@@ -76,7 +76,11 @@ fn the_default_confines_writes_to_the_working_directory_and_records_it() {
     );
     assert_eq!(sandbox["unenforced"], json!([]));
     assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
-    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
     assert!(results[1].contains("`workspace-write` sandbox policy"));
     assert!(
         !written,
@@ -88,12 +92,20 @@ fn the_default_confines_writes_to_the_working_directory_and_records_it() {
 fn read_only_and_off_are_recorded_and_enforced() {
     let (start, results, written) = session(&["--sandbox", "read-only"]);
     assert_eq!(start["sandbox"]["mode"], json!("read-only"));
-    assert!(results[0].contains("Permission denied"), "{}", results[0]);
+    assert!(
+        results[0].contains("Read-only file system"),
+        "{}",
+        results[0]
+    );
     assert!(!written);
 
     let (start, results, written) = session(&["--sandbox=off"]);
     assert_eq!(start["sandbox"], json!({"mode": "off"}));
-    assert!(!results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        !results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
     assert!(written, "with the sandbox off the write goes through");
 }
 
@@ -118,11 +130,19 @@ fn stdio_mcp_servers_start_inside_the_sessions_sandbox() {
     let (results, written) = mcp_server_session(&[], &["--sandbox", "off"]);
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
-    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
     assert!(!written, "the confined server wrote outside the workspace");
 
     let (results, written) = mcp_server_session(&["--sandbox", "off"], &["--sandbox", "off"]);
-    assert!(!results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        !results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
     assert!(
         written,
         "with the sandbox off the server's write goes through"
@@ -135,11 +155,136 @@ fn stdio_mcp_servers_start_inside_the_sessions_sandbox() {
 fn dsh_agent_mcp_confines_its_bash_by_default() {
     let (results, written) = mcp_server_session(&["--sandbox", "off"], &[]);
     assert!(results[0].contains(r#""text":"in""#), "{}", results[0]);
-    assert!(results[1].contains("Permission denied"), "{}", results[1]);
+    assert!(
+        results[1].contains("Read-only file system"),
+        "{}",
+        results[1]
+    );
     assert!(
         results[1].contains("`workspace-write` sandbox policy"),
         "{}",
         results[1]
     );
     assert!(!written, "the server's bash wrote outside its directory");
+}
+
+/// A session store under the working directory (here `--session-dir .sessions`, as the default
+/// store is when `dsh-agent` runs in `$HOME`) is read-only to the commands: none of them can
+/// append a forged event to its own log or rewrite a spill file, and `session/start` says
+/// what holds the metadata and the store.
+#[test]
+fn a_store_under_the_working_directory_is_out_of_the_commands_reach() {
+    let workspace = support::scratch();
+    let store = workspace.path().join(".sessions");
+    let forge = "for f in $(find .sessions -type f); do \
+                 echo '{\"type\":\"forged\"}' >> \"$f\" && echo FORGED; done; \
+                 rm -rf .sessions && echo REMOVED; find .sessions -type f | wc -l";
+    let steps = json!([
+        {"toolCalls": [{"id": "c1", "name": "bash",
+                        "arguments": {"command": forge, "description": "Forge"}}]},
+        text_step("Done."),
+    ]);
+    let script = write_script(workspace.path(), steps);
+    let output = run(&[
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        workspace.path().to_str().unwrap(),
+        "--session-dir",
+        store.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
+    let text = result.to_string();
+    assert!(
+        !text.contains("FORGED") && !text.contains("REMOVED"),
+        "{text}"
+    );
+    assert!(text.contains("Read-only file system"), "{text}");
+    let mut pending = vec![store.clone()];
+    let mut logs = 0;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                logs += 1;
+                let content = std::fs::read_to_string(&path).unwrap_or_default();
+                // The log records the command, which names the forged line: look for the line.
+                assert!(
+                    !content.lines().any(|line| line == r#"{"type":"forged"}"#),
+                    "{}: {content}",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(logs > 0, "the store holds no file");
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .unwrap();
+    let rights = &start["sandbox"]["rights"];
+    for right in [
+        "metadata",
+        "protected-places",
+        "signals",
+        "capabilities",
+        "terminal",
+    ] {
+        let entry = rights
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["right"] == right)
+            .unwrap_or_else(|| panic!("{right} is not recorded: {rights}"));
+        assert_eq!(entry["enforced"], json!(true), "{right}: {entry}");
+    }
+}
+
+/// The harness's secrets stay out of its commands' reach, with the sandbox off too: its
+/// environment block and its supervisor's show their names with empty values, and with the
+/// sandbox on neither can be read at all.
+#[test]
+fn the_harness_environment_keeps_no_secret_a_command_can_read() {
+    let secret = "sk-harness-secret-9876543210abcdef";
+    let read = "h=$(awk '{print $4}' /proc/$PPID/stat); \
+                cat /proc/$PPID/environ /proc/$h/environ 2>&1 | tr '\\0' '\\n'; \
+                grep -c HARNESS_TEST_API_KEY= /proc/$h/environ";
+    for flags in [&["--sandbox", "off"][..], &[][..]] {
+        let workspace = support::scratch();
+        let steps = json!([
+            {"toolCalls": [{"id": "c1", "name": "bash",
+                            "arguments": {"command": read, "description": "Read"}}]},
+            text_step("Done."),
+        ]);
+        let script = write_script(workspace.path(), steps);
+        let mut args = vec![
+            "run",
+            "--json",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            workspace.path().to_str().unwrap(),
+        ];
+        args.extend_from_slice(flags);
+        let output = support::run_with(&args, &[("HARNESS_TEST_API_KEY", secret)]);
+        assert!(output.status.success(), "{output:?}");
+        let text = stdout(&output);
+        assert!(!text.contains(secret), "{flags:?}: {text}");
+        assert!(text.contains(r#""type":"tool/result""#), "{text}");
+        if flags.is_empty() {
+            assert!(text.contains("Permission denied"), "{flags:?}: {text}");
+        } else {
+            // Readable with the sandbox off (the same user), but blanked.
+            assert!(text.contains("HARNESS_TEST_API_KEY="), "{flags:?}: {text}");
+        }
+    }
 }

@@ -485,6 +485,29 @@ fn sigterm_ends_the_session_as_interrupted_with_its_log_flushed() {
     assert_eq!(list(&store)[0]["state"], "interrupted");
 }
 
+/// A foreground command that stopped its supervisor (possible with the sandbox off) does not
+/// keep SIGTERM from ending the session: the harness kills what it cannot hear from.
+#[test]
+fn sigterm_ends_a_session_whose_command_stopped_its_supervisor() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let script = script(
+        dir.path(),
+        "s.json",
+        json!([calls(&[bash("c1", "kill -STOP $PPID; sleep 30", false)]), { "text": "done" }]),
+    );
+    let child = command(
+        &store,
+        &["run", "--json", "--sandbox", "off", "--script", &script],
+    )
+    .spawn()
+    .unwrap();
+    terminate_once_printed(child, "tool/call");
+    let id = only_session(&store);
+    let log = events(&store, &id);
+    assert_eq!(log.last().unwrap()["reason"], json!("interrupted"));
+}
+
 /// Reads `child`'s `--json` events until one of type `kind`, then sends SIGTERM: the run must
 /// end promptly with the status of an interrupted session (130).
 fn terminate_once_printed(mut child: Child, kind: &str) {

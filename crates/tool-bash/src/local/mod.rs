@@ -33,7 +33,7 @@
 //! operations (signals, termination, exit status) and `process` the background process handle.
 
 use crate::env::{EnvPolicy, child_env};
-use crate::launch::{Launch, ShellEnd};
+use crate::launch::{Launch, Restrictions, ShellEnd};
 use crate::output::{SpillSink, StreamCollector};
 use crate::shell::{
     Collected, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SPILL_CAP_BYTES, DEFAULT_TIMEOUT,
@@ -149,17 +149,21 @@ pub struct LocalExecutor {
     slots: Arc<Semaphore>,
 }
 
-/// How the commands of a sandboxed executor are confined: a Landlock ruleset the shell enforces
-/// on itself before its `execve`, or a wrapper program (`bwrap`) that starts the shell, and
-/// variables set over the command's environment (`TMPDIR`).
+/// How the commands of a sandboxed executor are confined: the restrictions the shell puts on
+/// itself before its `execve` (a mount namespace, capabilities, seccomp, Landlock), or a
+/// wrapper program (`bwrap`) that starts the shell, and variables set over the command's
+/// environment (`TMPDIR`).
 #[derive(Debug, Default)]
 pub(crate) struct Confinement {
-    pub(crate) landlock: Option<Arc<std::os::fd::OwnedFd>>,
+    pub(crate) restrictions: Option<Arc<Restrictions>>,
     pub(crate) wrapper: Option<Wrapper>,
     pub(crate) env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// The commands' private temporary directory (Landlock's `TMPDIR`), removed when the
     /// executor and every clone of it are gone.
     pub(crate) _temp_dir: Option<tempfile::TempDir>,
+    /// The executor's own spill directory, made by the sandbox (see `crate::sandbox`) when the
+    /// configuration names none; removed after the temporary directory inside it.
+    pub(crate) _spill_dir: Option<tempfile::TempDir>,
 }
 
 /// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind P P]…
@@ -171,6 +175,9 @@ pub(crate) struct Wrapper {
     pub(crate) head: Vec<std::ffi::OsString>,
     pub(crate) tail: Vec<std::ffi::OsString>,
     pub(crate) hidden: Box<dyn Fn(&Path) -> bool + Send + Sync>,
+    /// The seccomp filter's bytes, handed to the wrapper on a pipe at each start; empty:
+    /// none.
+    pub(crate) seccomp: Vec<u8>,
 }
 
 impl std::fmt::Debug for Wrapper {
@@ -180,6 +187,19 @@ impl std::fmt::Debug for Wrapper {
             .field("head", &self.head)
             .field("tail", &self.tail)
             .finish_non_exhaustive()
+    }
+}
+
+impl Wrapper {
+    /// A pipe holding the seccomp filter for one start of the wrapper, which reads it to its
+    /// end: its read end, close-on-exec (the launch passes it on).
+    pub(crate) fn seccomp_pipe(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::io::Write;
+        let (reader, mut writer) = std::io::pipe()?;
+        // A few hundred bytes: far below a pipe's capacity, so the write cannot block.
+        writer.write_all(&self.seccomp)?;
+        drop(writer);
+        Ok(reader.into())
     }
 }
 
@@ -270,39 +290,69 @@ impl LocalExecutor {
         self.spill.clone()
     }
 
-    fn launch(&self, spec: &ShellSpec) -> Launch {
+    fn launch(&self, spec: &ShellSpec) -> std::io::Result<Launch> {
         let mut launch = Launch {
             program: self.bash.as_path().to_path_buf(),
             args: vec!["-c".into(), spec.command.clone().into()],
             env: child_env(&self.config.env_policy, &spec.env, &spec.managed),
             workdir: spec.workdir.clone(),
             stdin_piped: spec.stdin.is_some(),
-            landlock: None,
+            confinement: None,
+            inherit: Vec::new(),
         };
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        if spec.command.len() > crate::supervisor::ARGUMENT_SCRIPT_MAX {
+            let (script, argument) = crate::supervisor::script_on_descriptor(&spec.command)?;
+            launch.args = vec!["-c".into(), argument.into()];
+            launch.inherit.push(script);
+        }
         let Some(confinement) = &self.confinement else {
-            return launch;
+            return Ok(launch);
         };
         for (name, value) in &confinement.env {
             launch.env.retain(|(existing, _)| existing != name);
             launch.env.push((name.clone(), value.clone()));
         }
-        launch.landlock = confinement.landlock.clone();
+        launch.confinement = confinement.restrictions.clone();
         if let Some(wrapper) = &confinement.wrapper {
             // The spill directory must stay visible: the results name its files for the model
             // to read.
-            let spill = self.spill.dir.get().map(SpillPlace::path);
+            let spill = self
+                .config
+                .spill_dir
+                .as_deref()
+                .or_else(|| self.spill.dir.get().map(SpillPlace::path));
+            let seccomp = if wrapper.seccomp.is_empty() {
+                None
+            } else {
+                let pipe = wrapper.seccomp_pipe()?;
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&pipe);
+                launch.inherit.push(pipe);
+                Some(fd)
+            };
             let args = std::mem::take(&mut launch.args);
-            (launch.program, launch.args) =
-                wrapper.wrap(launch.program.as_os_str(), args, &spec.workdir, spill);
+            (launch.program, launch.args) = wrapper.wrap(
+                launch.program.as_os_str(),
+                args,
+                &spec.workdir,
+                spill,
+                seccomp,
+            );
         }
-        launch
+        Ok(launch)
     }
 
     /// Starts the command under its supervisor and registers the shell's group with the orphan
     /// guard.
     async fn spawn(&self, spec: &mut ShellSpec) -> Result<Supervised, ShellError> {
         self.guard.ensure_running(&self.bash);
-        let mut supervised = Supervised::spawn(self.launch(spec))
+        let launch = self
+            .launch(spec)
+            .map_err(|error| self.start_error(&error))?;
+        let mut supervised = Supervised::spawn(launch)
             .await
             .map_err(|error| self.start_error(&error))?;
         self.guard.register(&self.bash, supervised.shell());

@@ -16,6 +16,12 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The longest command the tool runs, in bytes: the registry's default limit of a call's
+/// argument text, so that a command an in-process caller hands over as a value is bounded
+/// like one a model writes. Longer than one argument of `execve` may be (128 KiB): the
+/// local executor hands such a command to bash on a descriptor.
+pub const COMMAND_MAX_BYTES: usize = 1 << 20;
 /// The `bash` tool's name.
 pub const BASH_TOOL: &str = "bash";
 /// The job kind (and notice source) of background commands.
@@ -211,6 +217,13 @@ fn check_bash_args(
     let args: BashArgs = typed().map_err(|e| ToolError::invalid_args(e.to_string()))?;
     if args.command.trim().is_empty() {
         return Err(ToolError::invalid_args("/command: must not be empty"));
+    }
+    if args.command.len() > COMMAND_MAX_BYTES {
+        return Err(ToolError::invalid_args(format!(
+            "/command: {} bytes, over the limit of {COMMAND_MAX_BYTES} bytes; write a long \
+             script to a file and run the file",
+            args.command.len()
+        )));
     }
     if args.description.trim().is_empty() {
         return Err(ToolError::invalid_args(

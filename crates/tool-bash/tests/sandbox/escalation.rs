@@ -133,7 +133,7 @@ async fn a_denied_write_through_the_tool_names_the_policy() {
     assert_eq!(
         text,
         format!(
-            "[stderr]\nbash: line 1: {target}: Permission denied\n[exit code: 1]\n[sandbox: this \
+            "[stderr]\nbash: line 1: {target}: Read-only file system\n[exit code: 1]\n[sandbox: this \
              command ran under the `workspace-write` sandbox policy (Landlock), which allows \
              writes only to {root}, {temp} (TMPDIR) and denies network connections; the error \
              above may be the sandbox's denial. If the command must run outside it, call again \

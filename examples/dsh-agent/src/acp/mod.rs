@@ -251,9 +251,13 @@ impl Server {
     ) -> Result<(), RpcError> {
         let options = &self.config.options;
         let session_id = lease.id().to_owned();
-        let (executor, sandbox, launcher) =
-            crate::tools::shell_executor(options.sandbox.as_deref(), &cwd, Some(lease.spill_dir()))
-                .map_err(|f| RpcError::internal(f.message))?;
+        let (executor, sandbox, launcher) = crate::tools::shell_executor(
+            options.sandbox.as_deref(),
+            &cwd,
+            Some(lease.spill_dir()),
+            Some(self.store.root()),
+        )
+        .map_err(|f| RpcError::internal(f.message))?;
         let (registry, jobs) = crate::tools::registry_with(!options.no_background, executor);
         if !self.config.no_ask {
             permission::install(&registry, self.outbox.clone(), &session_id)

@@ -4,26 +4,38 @@
 //! | mode | the command may write | network |
 //! |---|---|---|
 //! | [`SandboxMode::ReadOnly`] | its private temporary directory (`TMPDIR`) and terminal devices (`/dev/null`, `/dev/tty`, …) | denied unless [`SandboxPolicy::network`] |
-//! | [`SandboxMode::WorkspaceWrite`] | also the workspace roots and the extra roots | denied unless [`SandboxPolicy::network`] |
+//! | [`SandboxMode::WorkspaceWrite`] | also the workspace roots and the extra roots, but not the [`protected`](SandboxPolicy::protected) places beneath them | denied unless [`SandboxPolicy::network`] |
 //! | [`SandboxMode::FullAccess`] | anything its user may | allowed |
 //!
-//! Reads and execution are never confined. With Landlock ([`SandboxBackend::Landlock`]) the
-//! shell enforces a ruleset on itself just before its `execve` (after `no_new_privs`), so the
-//! confinement covers everything the command starts, foreground and background, and survives
-//! `exec` of setuid programs; the network is denied with Landlock's TCP rules (`bind` and
-//! `connect` on every port). With bubblewrap ([`SandboxBackend::Bubblewrap`]) the shell runs in
-//! `bwrap`: a read-only bind of `/`, a private `/tmp` (the command's `TMPDIR`), writable binds of
-//! the roots, and a network namespace of its own unless the network is allowed.
+//! Reads and execution are never confined. The confinement holds against a hostile command,
+//! also when the harness runs as root ([`Right`] lists what it denies; the shell page of the
+//! docs says what enforces each right on each backend):
+//!
+//! - With Landlock ([`SandboxBackend::Landlock`]) the shell-to-be confines itself just before
+//!   its `execve`: a mount namespace in which everything is read-only but the writable roots
+//!   (so metadata outside cannot change and the protected places cannot be written), then
+//!   every capability dropped, `no_new_privs`, a seccomp filter (no socket of the network, no
+//!   unix socket but a stream pair, no device node, no terminal injection, no `io_uring`) and
+//!   the Landlock ruleset (writes beneath the roots, device ioctls, TCP, the signal and
+//!   abstract-socket scopes). All of it covers everything the command starts, foreground and
+//!   background, and survives `exec` of setuid programs.
+//! - With bubblewrap ([`SandboxBackend::Bubblewrap`]) the shell runs in `bwrap`: a read-only
+//!   bind of `/`, fresh read-only `/dev` and `/proc`, a private `/tmp` (the command's
+//!   `TMPDIR`), writable binds of the roots and read-only ones of the protected places; user,
+//!   PID, UTS and IPC namespaces, a network namespace unless the network is allowed, a session
+//!   of its own, no capability, and the same seccomp filter.
 //!
 //! Spill files are written by the harness from the command's pipes, in a directory the command
-//! may not write: a command cannot forge or truncate its own recorded output.
+//! may not write: a command cannot forge or truncate its own recorded output. A host keeps its
+//! own secrets out of its commands' reach with [`withdraw_secrets`].
 //!
 //! # Fail closed
 //!
 //! [`SandboxedExecutor::new`] fails with [`SandboxError::Unsupported`], naming the
 //! [`Capability`] that is missing, when the kernel (as a [`SandboxProbe`] reports it) cannot
 //! enforce the policy. Only [`Enforcement::BestEffort`] runs with less, and its
-//! [`SandboxReport::unenforced`] lists what is not enforced. There is no silent fallback.
+//! [`SandboxReport::unenforced`] lists what is not enforced, and [`SandboxReport::rights`] what
+//! enforces each right. There is no silent fallback.
 //!
 //! # Escalation
 //!
@@ -31,18 +43,28 @@
 //! asked for it (`sandbox: "escalate"` with a `justification`) and that the registry's approver
 //! granted; the tool never leaves the sandbox on its own say-so.
 
-use crate::local::{Confinement, LocalConfig, LocalExecutor, Wrapper, find_on_path};
+mod bubblewrap;
+mod confine;
+mod report;
+mod secrets;
+
+pub use report::{
+    Capability, Mechanism, MountNamespace, Right, RightReport, SandboxError, SandboxProbe,
+    SandboxReport, SystemProbe,
+};
+pub use secrets::withdraw_secrets;
+
+use crate::launch::Restrictions;
+use crate::local::{Confinement, LocalConfig, LocalExecutor};
 use crate::shell::{
     ShellError, ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec,
 };
+use confine::Offered;
 use futures::future::BoxFuture;
-use landlock::{
-    ABI, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr,
-};
 use serde::Serialize;
 use std::ffi::OsString;
 use std::fmt;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,7 +192,11 @@ pub struct SandboxPolicy {
     pub workspace_roots: Vec<PathBuf>,
     /// Further roots writable in [`SandboxMode::WorkspaceWrite`].
     pub extra_roots: Vec<PathBuf>,
-    /// Allow TCP `bind` and `connect` in the confined modes (default: denied).
+    /// Places beneath the writable roots commands may not write: the session store, whose
+    /// logs and spill files only the harness writes. Read-only in the commands' mount
+    /// namespace; each must exist.
+    pub protected: Vec<PathBuf>,
+    /// Allow the network in the confined modes (default: denied).
     pub network: bool,
     /// Fail closed (default) or enforce what the system supports.
     pub enforcement: Enforcement,
@@ -183,6 +209,7 @@ impl SandboxPolicy {
             mode,
             workspace_roots: Vec::new(),
             extra_roots: Vec::new(),
+            protected: Vec::new(),
             network: false,
             enforcement: Enforcement::Required,
         }
@@ -197,6 +224,12 @@ impl SandboxPolicy {
     /// Adds an extra writable root.
     pub fn with_extra_root(mut self, root: impl Into<PathBuf>) -> SandboxPolicy {
         self.extra_roots.push(root.into());
+        self
+    }
+
+    /// Protects `place` (beneath a writable root) from the commands' writes.
+    pub fn with_protected(mut self, place: impl Into<PathBuf>) -> SandboxPolicy {
+        self.protected.push(place.into());
         self
     }
 
@@ -230,142 +263,6 @@ impl SandboxPolicy {
     }
 }
 
-/// A capability of the system a policy needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Capability {
-    /// Landlock file-system rules (ABI 1, Linux 5.13).
-    LandlockFilesystem,
-    /// Landlock's truncate right (ABI 3, Linux 6.2): without it `truncate` escapes the rules.
-    LandlockTruncate,
-    /// Landlock's TCP rules (ABI 4, Linux 6.7): without them the network stays open.
-    LandlockNetwork,
-    /// A working `bwrap` on `PATH`.
-    Bubblewrap,
-}
-
-impl fmt::Display for Capability {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Capability::LandlockFilesystem => {
-                "Landlock file-system rules (Landlock ABI 1, Linux 5.13)"
-            }
-            Capability::LandlockTruncate => "Landlock's truncate right (Landlock ABI 3, Linux 6.2)",
-            Capability::LandlockNetwork => "Landlock TCP rules (Landlock ABI 4, Linux 6.7)",
-            Capability::Bubblewrap => "bubblewrap (a working `bwrap` on PATH)",
-        })
-    }
-}
-
-/// Why a sandboxed executor could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SandboxError {
-    /// The system lacks a capability the policy needs.
-    #[error("the {mode} sandbox needs {capability}, which this system lacks ({detail})")]
-    Unsupported {
-        /// The policy's mode.
-        mode: SandboxMode,
-        /// The missing capability.
-        capability: Capability,
-        /// What the probe found.
-        detail: String,
-    },
-    /// Setting the sandbox up failed (a root that cannot be opened, the temporary directory).
-    #[error("cannot set up the sandbox: {0}")]
-    Setup(String),
-}
-
-/// What the executor found about the system: the seam through which tests simulate an old
-/// kernel or a missing `bwrap`.
-pub trait SandboxProbe: Send + Sync + fmt::Debug {
-    /// The kernel's Landlock ABI version; 0 without Landlock.
-    fn landlock_abi(&self) -> u32;
-
-    /// The `bwrap` program, when one is installed and can create its namespaces here; or why
-    /// not.
-    fn bubblewrap(&self) -> Result<PathBuf, String>;
-}
-
-/// The running system, as it is.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemProbe;
-
-impl SandboxProbe for SystemProbe {
-    fn landlock_abi(&self) -> u32 {
-        crate::supervisor::landlock_abi()
-    }
-
-    fn bubblewrap(&self) -> Result<PathBuf, String> {
-        let program = find_on_path(Path::new("bwrap"))
-            .ok_or_else(|| String::from("`bwrap` is not on PATH"))?;
-        // Installed is not enough: it needs namespaces (unprivileged user namespaces, or root).
-        let output = std::process::Command::new(&program)
-            .args(["--ro-bind", "/", "/", "--unshare-net", "--", "true"])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| format!("`{}` did not start: {e}", program.display()))?;
-        if output.status.success() {
-            Ok(program)
-        } else {
-            Err(format!(
-                "`{}` cannot create its namespaces here: {}",
-                program.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ))
-        }
-    }
-}
-
-/// What a sandboxed executor enforces: recorded in the `session/start` event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct SandboxReport {
-    /// The policy's mode.
-    pub mode: SandboxMode,
-    /// The mechanism; `None` when nothing is confined.
-    pub backend: Option<SandboxBackend>,
-    /// Whether commands may use the network.
-    pub network: bool,
-    /// The roots commands may write (besides their temporary directory).
-    pub writable_roots: Vec<PathBuf>,
-    /// The commands' private temporary directory (`TMPDIR`), when confined.
-    pub temp_dir: Option<PathBuf>,
-    /// The kernel's Landlock ABI version, for the Landlock backend.
-    pub landlock_abi: Option<u32>,
-    /// What the policy asks and the system cannot enforce (best-effort mode only).
-    pub unenforced: Vec<Capability>,
-}
-
-impl SandboxReport {
-    /// One line for people and models: mode, backend, network, what is not enforced.
-    pub fn summary(&self) -> String {
-        let Some(backend) = self.backend else {
-            if self.unenforced.is_empty() {
-                return format!("{} (not confined)", self.mode);
-            }
-            let missing: Vec<String> = self.unenforced.iter().map(ToString::to_string).collect();
-            return format!(
-                "{} NOT enforced (not confined): {}",
-                self.mode,
-                missing.join(", ")
-            );
-        };
-        let mut line = format!(
-            "{} via {backend}; network {}",
-            self.mode,
-            if self.network { "allowed" } else { "denied" }
-        );
-        if !self.unenforced.is_empty() {
-            let missing: Vec<String> = self.unenforced.iter().map(ToString::to_string).collect();
-            line.push_str(&format!("; NOT enforced: {}", missing.join(", ")));
-        }
-        line
-    }
-}
-
 /// The local executor with every command confined by a [`SandboxPolicy`] (see the module docs).
 #[derive(Debug, Clone)]
 pub struct SandboxedExecutor {
@@ -374,17 +271,6 @@ pub struct SandboxedExecutor {
     confined: LocalExecutor,
     report: Arc<SandboxReport>,
 }
-
-/// Device files every confined command may write: the bit buckets and its terminal.
-const WRITABLE_DEVICES: [&str; 7] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/ptmx",
-];
 
 impl SandboxedExecutor {
     /// A sandboxed executor with `config`, on `backend`, probing the running system.
@@ -400,25 +286,33 @@ impl SandboxedExecutor {
     pub fn with_probe(
         policy: SandboxPolicy,
         backend: SandboxBackend,
-        config: LocalConfig,
+        mut config: LocalConfig,
         probe: &dyn SandboxProbe,
     ) -> Result<SandboxedExecutor, SandboxError> {
+        let canonical = |what: &str, place: &Path| {
+            std::fs::canonicalize(place)
+                .map_err(|e| SandboxError::Setup(format!("{what} `{}`: {e}", place.display())))
+        };
         let writable_roots = policy
             .writable_roots()
-            .into_iter()
-            .map(|root| {
-                std::fs::canonicalize(&root).map_err(|e| {
-                    SandboxError::Setup(format!("writable root `{}`: {e}", root.display()))
-                })
-            })
+            .iter()
+            .map(|root| canonical("writable root", root))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut protected = policy
+            .protected
+            .iter()
+            .map(|place| canonical("protected place", place))
             .collect::<Result<Vec<_>, _>>()?;
         let mut report = SandboxReport {
             mode: policy.mode,
             backend: None,
             network: policy.network || !policy.confined(),
             writable_roots: writable_roots.clone(),
+            protected: Vec::new(),
             temp_dir: None,
             landlock_abi: None,
+            mount_namespace: None,
+            rights: Vec::new(),
             unenforced: Vec::new(),
         };
         if !policy.confined() {
@@ -440,15 +334,39 @@ impl SandboxedExecutor {
                 }
             }
         };
+        let unconfined = |config: LocalConfig, report: SandboxReport| SandboxedExecutor {
+            confined: LocalExecutor::new(config),
+            report: Arc::new(report),
+        };
         let mut confinement = Confinement::default();
+        let mut offered = Offered {
+            backend,
+            landlock_abi: 0,
+            seccomp: probe.seccomp(),
+            mount_namespace: false,
+            deny_network: !policy.network,
+            protects: false,
+        };
+        let seccomp_program = if offered.seccomp {
+            confine::seccomp_program(!policy.network, probe_abi(backend, probe))?
+        } else {
+            missing(
+                Capability::Seccomp,
+                String::from("the kernel filters no system calls"),
+            )?;
+            report.unenforced.push(Capability::Seccomp);
+            Vec::new()
+        };
         match backend {
             SandboxBackend::Landlock => {
                 let abi = probe.landlock_abi();
                 report.landlock_abi = Some(abi);
-                let needs: [(Capability, u32, bool); 3] = [
+                offered.landlock_abi = abi;
+                let needs: [(Capability, u32, bool); 4] = [
                     (Capability::LandlockFilesystem, 1, true),
                     (Capability::LandlockTruncate, 3, true),
                     (Capability::LandlockNetwork, 4, !policy.network),
+                    (Capability::LandlockScopes, 6, true),
                 ];
                 for (capability, since, needed) in needs {
                     if needed && abi < since {
@@ -461,18 +379,41 @@ impl SandboxedExecutor {
                 }
                 if abi == 0 {
                     // Best effort with no Landlock at all: nothing can be confined.
-                    return Ok(SandboxedExecutor {
-                        confined: LocalExecutor::new(config),
-                        report: Arc::new(report),
-                    });
+                    return Ok(unconfined(config, report));
                 }
-                let temp = private_temp_dir(config.spill_dir.as_deref())?;
+                let mount_namespace = match probe.mount_namespace() {
+                    Ok(kind) => Some(kind),
+                    Err(detail) => {
+                        missing(Capability::MountNamespace, detail)?;
+                        report.unenforced.push(Capability::MountNamespace);
+                        None
+                    }
+                };
+                let spill = sandbox_spill_dir(&mut config, &mut confinement)?;
+                protected.push(spill.clone());
+                let temp = private_temp_dir(Some(&spill))?;
                 let mut writable = writable_roots.clone();
                 writable.push(temp.path().to_path_buf());
-                let ruleset = landlock_ruleset(abi, &writable, !policy.network && abi >= 4)?;
-                confinement.landlock = Some(Arc::new(ruleset));
+                let mounts = mount_namespace
+                    .map(|kind| confine::mount_plan(kind, &writable, &protected))
+                    .transpose()?;
+                let restrictions = Arc::new(Restrictions {
+                    mounts,
+                    drop_capabilities: true,
+                    seccomp: seccomp_program,
+                    landlock: Some(confine::landlock_ruleset(abi, &writable, !policy.network)?),
+                });
+                // Every step once, before any command depends on it: a failure here names the
+                // system's refusal instead of failing each command's start.
+                crate::supervisor::try_restrictions(Arc::clone(&restrictions), temp.path())
+                    .map_err(|e| {
+                        SandboxError::Setup(format!("a confined process could not start: {e}"))
+                    })?;
+                confinement.restrictions = Some(restrictions);
                 confinement.env.push(("TMPDIR".into(), temp.path().into()));
                 report.temp_dir = Some(temp.path().to_path_buf());
+                report.mount_namespace = mount_namespace;
+                offered.mount_namespace = mount_namespace.is_some();
                 confinement._temp_dir = Some(temp);
             }
             SandboxBackend::Bubblewrap => {
@@ -481,17 +422,26 @@ impl SandboxedExecutor {
                     Err(detail) => {
                         missing(Capability::Bubblewrap, detail)?;
                         report.unenforced.push(Capability::Bubblewrap);
-                        return Ok(SandboxedExecutor {
-                            confined: LocalExecutor::new(config),
-                            report: Arc::new(report),
-                        });
+                        return Ok(unconfined(config, report));
                     }
                 };
-                confinement.wrapper = Some(bubblewrap(program, &writable_roots, policy.network));
+                let spill = sandbox_spill_dir(&mut config, &mut confinement)?;
+                protected.push(spill);
+                confinement.wrapper = Some(bubblewrap::wrapper(
+                    program,
+                    &writable_roots,
+                    &protected,
+                    policy.network,
+                    confine::program_bytes(&seccomp_program),
+                ));
                 confinement.env.push(("TMPDIR".into(), "/tmp".into()));
                 report.temp_dir = Some(PathBuf::from("/tmp"));
             }
         }
+        protected.retain(|place| writable_roots.iter().any(|root| place.starts_with(root)));
+        offered.protects = !protected.is_empty();
+        report.protected = protected;
+        report.rights = confine::rights(offered);
         report.backend = Some(backend);
         Ok(SandboxedExecutor {
             confined: LocalExecutor::confined(config, confinement),
@@ -514,12 +464,30 @@ impl SandboxedExecutor {
     /// it is a plain command.
     pub fn command(&self, program: &ConfinedProgram) -> std::process::Command {
         let confinement = self.confined.confinement();
-        let (launcher, args) = match confinement.and_then(|c| c.wrapper.as_ref()) {
+        let wrapper = confinement.and_then(|c| c.wrapper.as_ref());
+        // The wrapper reads its seccomp filter from a pipe the command passes on. Without the
+        // pipe (out of descriptors) the wrapper is told of no filter, and `bwrap` refuses the
+        // missing descriptor: the program fails to start rather than running unfiltered.
+        let seccomp = wrapper
+            .filter(|wrapper| !wrapper.seccomp.is_empty())
+            .map(|wrapper| {
+                wrapper
+                    .seccomp_pipe()
+                    .and_then(crate::supervisor::above_stdio)
+                    .inspect_err(|error| {
+                        tracing::warn!(%error, "the seccomp filter's pipe could not be made");
+                    })
+            });
+        let seccomp_fd = seccomp
+            .as_ref()
+            .map(|pipe| pipe.as_ref().map_or(-1, AsRawFd::as_raw_fd));
+        let (launcher, args) = match wrapper {
             Some(wrapper) => wrapper.wrap(
                 &program.program,
                 program.args.clone(),
                 &program.workdir,
                 None,
+                seccomp_fd,
             ),
             None => (PathBuf::from(&program.program), program.args.clone()),
         };
@@ -529,10 +497,17 @@ impl SandboxedExecutor {
             .env_clear()
             .envs(program.env.iter().map(|(name, value)| (name, value)))
             .current_dir(&program.workdir);
+        if let Some(Ok(pipe)) = seccomp {
+            crate::supervisor::keep_at_exec(&mut command, pipe);
+        }
         if let Some(confinement) = confinement {
             command.envs(confinement.env.iter().map(|(name, value)| (name, value)));
-            if let Some(ruleset) = &confinement.landlock {
-                crate::supervisor::restrict_at_exec(&mut command, Arc::clone(ruleset));
+            if let Some(restrictions) = &confinement.restrictions {
+                crate::supervisor::confine_at_exec(
+                    &mut command,
+                    Arc::clone(restrictions),
+                    &program.workdir,
+                );
             }
         }
         command
@@ -585,11 +560,12 @@ impl SandboxedExecutor {
 }
 
 /// The errors, as commands print them, that `backend` gives a command it refuses. Landlock
-/// refuses a write or a connection with `EACCES` and a mount with `EPERM`. Bubblewrap's
-/// read-only binds give `EROFS`, its dropped capabilities `EACCES` or `EPERM`, and its network
-/// namespace, when the network is denied, an unreachable network or, on its own loopback, a
-/// refused connection. Anything else (a refused connection with the network allowed, a
-/// read-only file system under Landlock) is not the sandbox's doing and gets no note.
+/// refuses a write or a TCP connection with `EACCES`; the seccomp filter refuses a socket, and
+/// the empty capability sets a mount, with `EPERM`; the read-only mount namespace (both
+/// backends) refuses writes and metadata changes with `EROFS`; bubblewrap's network
+/// namespace, when the network is denied, gives an unreachable network or, on its own
+/// loopback, a refused connection. A refused connection with the network allowed is not the
+/// sandbox's doing and gets no note.
 fn denial_signs(backend: SandboxBackend, network: bool) -> &'static [&'static str] {
     const SIGNS: [&str; 5] = [
         "Permission denied",
@@ -599,10 +575,58 @@ fn denial_signs(backend: SandboxBackend, network: bool) -> &'static [&'static st
         "Connection refused",
     ];
     match (backend, network) {
-        (SandboxBackend::Landlock, _) => &SIGNS[..2],
-        (SandboxBackend::Bubblewrap, true) => &SIGNS[..3],
+        (SandboxBackend::Landlock, _) | (SandboxBackend::Bubblewrap, true) => &SIGNS[..3],
         (SandboxBackend::Bubblewrap, false) => &SIGNS,
     }
+}
+
+/// The Landlock ABI the seccomp filter is made for: the kernel's on the Landlock backend (from
+/// ABI 9 Landlock confines unix sockets itself), none on bubblewrap.
+fn probe_abi(backend: SandboxBackend, probe: &dyn SandboxProbe) -> u32 {
+    match backend {
+        SandboxBackend::Landlock => probe.landlock_abi(),
+        SandboxBackend::Bubblewrap => 0,
+    }
+}
+
+/// The spill directory, made before the commands' confinement is planned so that it can be
+/// protected from them: `config.spill_dir` (a session's), or a private one in the spill root,
+/// removed with the executor, which then becomes `config.spill_dir`.
+fn sandbox_spill_dir(
+    config: &mut LocalConfig,
+    confinement: &mut Confinement,
+) -> Result<PathBuf, SandboxError> {
+    let dir = match &config.spill_dir {
+        Some(dir) => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    SandboxError::Setup(format!("spill directory `{}`: {e}", dir.display()))
+                })?;
+            dir.clone()
+        }
+        None => {
+            let root = config.spill_root.clone().unwrap_or_else(std::env::temp_dir);
+            let dir = tempfile::Builder::new()
+                .prefix("dsh-spill-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(&root)
+                .map_err(|e| {
+                    SandboxError::Setup(format!(
+                        "cannot create a spill directory in `{}`: {e}",
+                        root.display()
+                    ))
+                })?;
+            let path = dir.path().to_path_buf();
+            config.spill_dir = Some(path.clone());
+            confinement._spill_dir = Some(dir);
+            path
+        }
+    };
+    std::fs::canonicalize(&dir)
+        .map_err(|e| SandboxError::Setup(format!("spill directory `{}`: {e}", dir.display())))
 }
 
 /// The commands' private temporary directory: `0700`, an unguessable name, removed with the
@@ -623,119 +647,6 @@ fn private_temp_dir(spill_dir: Option<&Path>) -> Result<tempfile::TempDir, Sandb
         None => builder.tempdir(),
     }
     .map_err(|e| SandboxError::Setup(format!("cannot create the private temp dir: {e}")))
-}
-
-fn setup_error(what: impl fmt::Display) -> SandboxError {
-    SandboxError::Setup(format!("Landlock ruleset: {what}"))
-}
-
-/// Builds the ruleset (in the harness, where allocating is fine): every write right the ABI
-/// knows is handled, and granted only beneath `writable` and on the writable devices; with
-/// `deny_network`, TCP `bind` and `connect` are handled and granted nowhere. Reads and
-/// execution are not handled, so they stay allowed. Hard requirements: the crate fails rather
-/// than quietly dropping a right the probe said the kernel has.
-fn landlock_ruleset(
-    abi: u32,
-    writable: &[PathBuf],
-    deny_network: bool,
-) -> Result<std::os::fd::OwnedFd, SandboxError> {
-    let fs_abi = match abi {
-        1 => ABI::V1,
-        2 => ABI::V2,
-        _ => ABI::V3,
-    };
-    let handled = AccessFs::from_write(fs_abi);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(handled)
-        .map_err(setup_error)?;
-    if deny_network {
-        let network: BitFlags<AccessNet> = AccessNet::BindTcp | AccessNet::ConnectTcp;
-        ruleset = ruleset.handle_access(network).map_err(setup_error)?;
-    }
-    let mut created = ruleset.create().map_err(setup_error)?;
-    for root in writable {
-        let fd = PathFd::new(root)
-            .map_err(|e| SandboxError::Setup(format!("`{}`: {e}", root.display())))?;
-        created = created
-            .add_rule(PathBeneath::new(fd, handled))
-            .map_err(setup_error)?;
-    }
-    let file_rights = handled & AccessFs::from_file(fs_abi);
-    for device in WRITABLE_DEVICES {
-        // A device this system lacks is simply not granted.
-        let Ok(fd) = PathFd::new(device) else {
-            continue;
-        };
-        created = created
-            .add_rule(PathBeneath::new(fd, file_rights))
-            .map_err(setup_error)?;
-    }
-    let ruleset = Option::<std::os::fd::OwnedFd>::from(created)
-        .ok_or_else(|| setup_error("the kernel returned no ruleset"))?;
-    // The shell-to-be installs its standard streams on 0–2 before it enforces the ruleset: a
-    // harness started with a standard stream closed may have been given one of those numbers.
-    crate::supervisor::above_stdio(ruleset).map_err(setup_error)
-}
-
-/// The `bwrap` wrapper: `/` read-only, a fresh `/dev`, a private `/tmp`, the roots writable, and
-/// without the network a namespace of its own. The working directory and the spill directory
-/// are bound read-only first when the private `/tmp` would hide them.
-fn bubblewrap(program: PathBuf, writable: &[PathBuf], network: bool) -> Wrapper {
-    let head: Vec<OsString> = ["--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"]
-        .into_iter()
-        .map(OsString::from)
-        .collect();
-    let mut tail: Vec<OsString> = Vec::new();
-    for root in writable {
-        tail.extend(["--bind".into(), root.clone().into(), root.clone().into()]);
-    }
-    if !network {
-        tail.push("--unshare-net".into());
-    }
-    // Without this a harness running as root would give the command every capability inside
-    // the namespaces: enough to remount the read-only binds writable.
-    tail.extend(["--cap-drop".into(), "ALL".into()]);
-    tail.push("--die-with-parent".into());
-    let roots = writable.to_vec();
-    Wrapper {
-        program,
-        head,
-        tail,
-        hidden: Box::new(move |place: &Path| {
-            place.starts_with("/tmp") && !roots.iter().any(|root| place.starts_with(root))
-        }),
-    }
-}
-
-impl Wrapper {
-    /// The wrapper's command line for `program ARGS…` in `workdir`: `(wrapper, HEAD…
-    /// [--ro-bind P P]… TAIL… --chdir workdir -- program ARGS…)`. The working directory and
-    /// `visible` (the spill directory) are bound read-only first where the wrapper would hide
-    /// them.
-    pub(crate) fn wrap<'a>(
-        &self,
-        program: &std::ffi::OsStr,
-        mut args: Vec<OsString>,
-        workdir: &'a Path,
-        visible: Option<&'a Path>,
-    ) -> (PathBuf, Vec<OsString>) {
-        let mut line = self.head.clone();
-        for place in std::iter::once(workdir).chain(visible) {
-            if (self.hidden)(place) {
-                line.extend(["--ro-bind".into(), place.into(), place.into()]);
-            }
-        }
-        line.extend(self.tail.iter().cloned());
-        line.extend([
-            "--chdir".into(),
-            workdir.into(),
-            "--".into(),
-            program.to_owned(),
-        ]);
-        line.append(&mut args);
-        (self.program.clone(), line)
-    }
 }
 
 impl ShellExecutor for SandboxedExecutor {
