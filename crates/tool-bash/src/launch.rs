@@ -58,15 +58,18 @@ pub(crate) struct BpfInstruction {
 }
 
 /// A mount namespace in which the whole tree is read-only but for the writable binds: the
-/// shell-to-be unshares it (with a user namespace of its own when the harness lacks
-/// `CAP_SYS_ADMIN`), takes a copy of each bind's tree, makes every mount read-only, and mounts
-/// the copies back in order, `nosuid` and `nodev`, read-only where a bind says so.
+/// shell-to-be enters the executor's user namespace when there is one (made once, see
+/// `crate::supervisor::user_namespace`), unshares its mount namespace, takes a copy of each
+/// bind's tree, makes every mount read-only, mounts the copies back in order, `nosuid` and
+/// `nodev`, read-only where a bind says so, and mounts a devpts of its own on `/dev/pts`.
 #[derive(Debug)]
 pub(crate) struct MountPlan {
-    /// The harness's own ids, mapped to themselves in a user namespace of the command's own;
-    /// `None`: no user namespace (the harness may mount).
-    pub(crate) id_maps: Option<IdMaps>,
-    /// The binds, parents before children (see [`MOUNT_BINDS_MAX`]).
+    /// The executor's user namespace, mapping the harness's user and group to themselves;
+    /// `None`: none (the harness may mount).
+    pub(crate) user_namespace: Option<OwnedFd>,
+    /// The binds, parents before children (see [`MOUNT_BINDS_MAX`]): the writable roots, each
+    /// directory between a writable root and a place nested in it (so that no command can
+    /// rename it: it is a mount point in every command's namespace), and the protected places.
     pub(crate) binds: Vec<MountBind>,
 }
 
@@ -74,7 +77,7 @@ pub(crate) struct MountPlan {
 /// stack.
 pub(crate) const MOUNT_BINDS_MAX: usize = 32;
 
-/// The lines written to `/proc/self/uid_map` and `gid_map`: `ID ID 1`.
+/// The lines written to `/proc/self/uid_map` and `gid_map` of a new user namespace: `ID ID 1`.
 #[derive(Debug)]
 pub(crate) struct IdMaps {
     pub(crate) uid_map: CString,

@@ -138,6 +138,9 @@ struct Plan {
     confinement: *const Restrictions,
     /// The descriptors the shell inherits at their own numbers, -1 for none.
     inherit: [RawFd; INHERIT_MAX],
+    /// Whether the shell's stdin is `/dev/null` (no stdin bytes), to be reopened inside its
+    /// mount namespace.
+    null_stdin: bool,
     /// Where the kernel writes the shell's pid when it clones it (`CLONE_PARENT_SETTID`),
     /// before the shell runs: the harness finds it there if the command kills the supervisor
     /// before the supervisor could report it. Atomic, since the kernel writes it behind shared
@@ -395,6 +398,7 @@ impl Mapping {
                 report: fds.report,
                 confinement: confined,
                 inherit: fds.inherit,
+                null_stdin: fds.null_stdin,
                 shell: AtomicI32::new(0),
                 shell_on_mapping: AtomicI32::new(1),
             });
@@ -469,6 +473,8 @@ struct PlanFds {
     report: RawFd,
     /// The descriptors the shell inherits, -1 for none.
     inherit: [RawFd; INHERIT_MAX],
+    /// Whether stdin is `/dev/null`.
+    null_stdin: bool,
 }
 
 /// What reaping a supervisor takes: a pidfd to wait on, and its mapping, released once it was
@@ -851,15 +857,28 @@ pub(crate) fn confine_at_exec(
     // A directory with a NUL byte cannot be entered; the spawn fails with the hook's error.
     let workdir = CString::new(workdir.as_os_str().as_bytes()).ok();
     // SAFETY: the hook runs in the forked child between `fork` and `execve`, a single process
-    // of its own: `confine` makes raw system calls only, which are async-signal-safe, on the
-    // confinement and directory the hook owns (so they live for as long as `command` can
-    // spawn); it allocates nothing and takes no lock, and the error is built from a number.
+    // of its own: `open`, `ioctl`, `close` and `confine`'s raw system calls are all
+    // async-signal-safe, on constant strings and the confinement and directory the hook owns
+    // (so they live for as long as `command` can spawn); it allocates nothing and takes no
+    // lock, and the error is built from a number.
     unsafe {
         command.pre_exec(move || {
             let Some(workdir) = &workdir else {
                 return Err(io::Error::from_raw_os_error(libc::EINVAL));
             };
-            let result = confine(&confinement, workdir.as_ptr());
+            // No controlling terminal: the program cannot take the user's terminal's
+            // foreground, read it or change it through `/dev/tty`. (It stays in its caller's
+            // session and group, which the caller may have chosen; a process that does not
+            // lead its session only loses the terminal.)
+            let tty = libc::open(
+                c"/dev/tty".as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            );
+            if tty >= 0 {
+                libc::ioctl(tty, libc::TIOCNOTTY);
+                libc::close(tty);
+            }
+            let result = confine(&confinement, workdir.as_ptr(), false);
             if result < 0 {
                 return Err(io::Error::from_raw_os_error(errno(result)));
             }
@@ -907,7 +926,7 @@ pub(crate) fn try_restrictions(
     // which runs nothing of the harness's.
     unsafe {
         command.pre_exec(move || {
-            let result = confine(&restrictions, workdir.as_ptr());
+            let result = confine(&restrictions, workdir.as_ptr(), true);
             if result < 0 {
                 return Err(io::Error::from_raw_os_error(errno(result)));
             }
@@ -925,17 +944,72 @@ pub(crate) fn try_restrictions(
 }
 
 /// Whether a process can make the commands' read-only mount namespace here: of its own
-/// (`user` false: the harness may mount), or in a user namespace of its own.
+/// (`user_namespace` `None`: the harness may mount), or in `user_namespace`.
 #[cfg(feature = "sandbox")]
-pub(crate) fn try_mount_namespace(user: bool) -> io::Result<()> {
+pub(crate) fn try_mount_namespace(user_namespace: Option<OwnedFd>) -> io::Result<()> {
     let restrictions = Restrictions {
         mounts: Some(MountPlan {
-            id_maps: user.then(crate::launch::IdMaps::own),
+            user_namespace,
             binds: Vec::new(),
         }),
         ..Restrictions::default()
     };
     try_restrictions(Arc::new(restrictions), std::path::Path::new("/"))
+}
+
+/// A user namespace that maps this process's user and group to themselves alone, for the
+/// commands' mount namespaces when the harness may not mount. A child makes it: a forked
+/// copy of the harness that makes itself dumpable again (a non-dumpable process's
+/// `/proc/self` files are root's, so it could not write its own maps; the copy's flag is its
+/// own), unshares its user namespace, writes its maps, and executes `waiter` (a shell that
+/// reads its stdin), which waits while the harness opens its `ns/user` and ends when its stdin
+/// closes. Every command of the executor enters the same namespace.
+#[cfg(feature = "sandbox")]
+pub(crate) fn user_namespace(waiter: &std::path::Path) -> io::Result<OwnedFd> {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let maps = crate::launch::IdMaps::own();
+    let mut command = std::process::Command::new(waiter);
+    command
+        .args(["-c", "read -r _"])
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the hook runs in the forked child between `fork` and `execve`, a single process
+    // with its own copy of the memory: `prctl`, `unshare` and raw `open`/`write`/`close` on the
+    // maps the hook owns and on constant strings, all async-signal-safe; nothing allocated,
+    // no lock taken.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
+                || libc::unshare(libc::CLONE_NEWUSER) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // A process without `CAP_SETGID` outside may map its group only once `setgroups`
+            // is denied in the namespace.
+            for (path, text) in [
+                (c"/proc/self/setgroups", c"deny"),
+                (c"/proc/self/uid_map", maps.uid_map.as_c_str()),
+                (c"/proc/self/gid_map", maps.gid_map.as_c_str()),
+            ] {
+                let result = write_file(path, text);
+                if result < 0 {
+                    return Err(io::Error::from_raw_os_error(errno(result)));
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    let namespace = std::fs::File::open(format!("/proc/{}/ns/user", child.id()));
+    // Its stdin closing ends the waiter, whatever the open gave.
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"\n");
+    }
+    let _ = child.wait();
+    Ok(namespace?.into())
 }
 
 /// Over this many bytes a command reaches bash on a descriptor instead of as its `-c`
@@ -1093,6 +1167,7 @@ impl Supervised {
             control: control_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
             inherit,
+            null_stdin: stdin_read.is_none(),
         };
         let mut mapping = Mapping::obtain(strings.plan_bytes())?;
         let (stack_top, thread_pointer, plan) = mapping.prepare(&strings, fds, launch.confinement);
@@ -1629,7 +1704,7 @@ extern "C" fn exec_shell(arg: *mut libc::c_void) -> libc::c_int {
         if result == 0 {
             result = match plan.confinement.as_ref() {
                 // The sandbox, last before the shell (see `confine`).
-                Some(confinement) => confine(confinement, plan.workdir),
+                Some(confinement) => confine(confinement, plan.workdir, plan.null_stdin),
                 None => sys!(SYS_chdir, plan.workdir),
             };
         }
@@ -1660,6 +1735,7 @@ mod mount_api {
     pub(super) const AT_RECURSIVE: u32 = 0x8000;
     pub(super) const AT_EMPTY_PATH: u32 = 0x1000;
     pub(super) const MOVE_MOUNT_F_EMPTY_PATH: u32 = 4;
+    pub(super) const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
     pub(super) const MOUNT_ATTR_RDONLY: u64 = 1;
     pub(super) const MOUNT_ATTR_NOSUID: u64 = 2;
     pub(super) const MOUNT_ATTR_NODEV: u64 = 4;
@@ -1684,11 +1760,15 @@ mod mount_api {
 /// Only in a single process about to `execve` or exit: raw system calls on `confinement`,
 /// which the caller keeps alive and unchanged, on `workdir` (NUL-terminated) and on this
 /// stack; nothing is allocated.
-unsafe fn confine(confinement: &Restrictions, workdir: *const libc::c_char) -> isize {
+unsafe fn confine(
+    confinement: &Restrictions,
+    workdir: *const libc::c_char,
+    null_stdin: bool,
+) -> isize {
     // SAFETY: as the function's contract says; each call below reads only the memory named.
     unsafe {
         if let Some(mounts) = &confinement.mounts {
-            let entered = enter_mount_namespace(mounts);
+            let entered = enter_mount_namespace(mounts, null_stdin);
             if entered < 0 {
                 return entered;
             }
@@ -1758,36 +1838,59 @@ unsafe fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> isize {
     }
 }
 
+/// Opens `path` as an `O_PATH` directory without following a symbolic link anywhere on it
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`, Linux 5.6): a bind's place is looked up as the harness
+/// resolved it, or not at all.
+///
+/// # Safety
+/// As [`confine`]; `path` is NUL-terminated.
+unsafe fn open_place(path: *const libc::c_char) -> isize {
+    /// `struct open_how`.
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: `openat2` reads the path and `how` only.
+    unsafe {
+        sys!(
+            SYS_openat2,
+            libc::AT_FDCWD,
+            path,
+            &raw const how,
+            size_of::<OpenHow>()
+        )
+    }
+}
+
 /// A mount namespace of this process's own in which everything is read-only but the plan's
-/// writable binds (see [`MountPlan`]).
+/// writable binds (see [`MountPlan`]), with a devpts of its own on `/dev/pts` (no terminal of
+/// the host's can be opened), and, when `null_stdin`, standard input reopened on its
+/// `/dev/null` (a descriptor of the host's `/dev/null` would let `chmod /dev/stdin` change
+/// the host's device).
 ///
 /// # Safety
 /// As [`confine`].
-unsafe fn enter_mount_namespace(plan: &MountPlan) -> isize {
+unsafe fn enter_mount_namespace(plan: &MountPlan, null_stdin: bool) -> isize {
     use mount_api::*;
     // SAFETY: raw system calls on the plan's strings, constant strings and this stack.
     unsafe {
-        let mut flags = libc::CLONE_NEWNS;
-        if plan.id_maps.is_some() {
-            flags |= libc::CLONE_NEWUSER;
+        if let Some(user_namespace) = &plan.user_namespace {
+            let result = sys!(SYS_setns, user_namespace.as_raw_fd(), libc::CLONE_NEWUSER);
+            if result < 0 {
+                return result;
+            }
         }
-        let result = sys!(SYS_unshare, flags);
+        let result = sys!(SYS_unshare, libc::CLONE_NEWNS);
         if result < 0 {
             return result;
-        }
-        if let Some(maps) = &plan.id_maps {
-            // A process without `CAP_SETGID` outside may map its group only once `setgroups`
-            // is denied in the namespace.
-            for (path, text) in [
-                (c"/proc/self/setgroups", c"deny"),
-                (c"/proc/self/uid_map", maps.uid_map.as_c_str()),
-                (c"/proc/self/gid_map", maps.gid_map.as_c_str()),
-            ] {
-                let result = write_file(path, text);
-                if result < 0 {
-                    return result;
-                }
-            }
         }
         // Nothing mounted or unmounted here propagates back to the harness's namespace, nor
         // later mounts of the host in (they would be writable).
@@ -1806,12 +1909,17 @@ unsafe fn enter_mount_namespace(plan: &MountPlan) -> isize {
         // Copies of the binds' trees as they are, taken before everything becomes read-only.
         let mut copies = [-1isize; MOUNT_BINDS_MAX];
         for (copy, bind) in copies.iter_mut().zip(binds) {
+            let place = open_place(bind.path.as_ptr());
+            if place < 0 {
+                return place;
+            }
             *copy = sys!(
                 SYS_open_tree,
-                libc::AT_FDCWD,
-                bind.path.as_ptr(),
-                OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as u32
+                place,
+                c"".as_ptr(),
+                OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as u32
             );
+            sys!(SYS_close, place);
             if *copy < 0 {
                 return *copy;
             }
@@ -1851,16 +1959,53 @@ unsafe fn enter_mount_namespace(plan: &MountPlan) -> isize {
                 size_of::<MountAttr>()
             );
             if result == 0 {
-                result = sys!(
-                    SYS_move_mount,
-                    *copy,
-                    c"".as_ptr(),
-                    libc::AT_FDCWD,
-                    bind.path.as_ptr(),
-                    MOVE_MOUNT_F_EMPTY_PATH
-                );
+                let place = open_place(bind.path.as_ptr());
+                result = place;
+                if place >= 0 {
+                    result = sys!(
+                        SYS_move_mount,
+                        *copy,
+                        c"".as_ptr(),
+                        place,
+                        c"".as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH
+                    );
+                    sys!(SYS_close, place);
+                }
             }
             sys!(SYS_close, *copy);
+            if result < 0 {
+                return result;
+            }
+        }
+        // A devpts instance of the command's own: the host's terminals (the user's, other
+        // sessions') are out of its sight, to read as to write. A pseudo-terminal the command
+        // makes through `/dev/ptmx` lives in the host's instance, where it cannot open its
+        // other end: there are none under Landlock (its rules cannot name an instance made
+        // after them).
+        let result = sys!(
+            SYS_mount,
+            c"devpts".as_ptr(),
+            c"/dev/pts".as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"newinstance,ptmxmode=0666,mode=0620".as_ptr()
+        );
+        if result < 0 {
+            return result;
+        }
+        if null_stdin {
+            let null = sys!(
+                SYS_openat,
+                libc::AT_FDCWD,
+                c"/dev/null".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC
+            );
+            if null < 0 {
+                return null;
+            }
+            let result = sys!(SYS_dup3, null, 0, 0);
+            sys!(SYS_close, null);
             if result < 0 {
                 return result;
             }
@@ -2410,6 +2555,7 @@ mod tests {
             control: 0,
             report: 0,
             inherit: [-1; INHERIT_MAX],
+            null_stdin: true,
         };
         let (_, _, plan) = mapping.prepare(&strings, fds, None);
         assert!(mapping.shell_gone(), "no shell was cloned yet");

@@ -722,3 +722,39 @@ async fn a_spill_file_is_readable_by_the_next_command_on_both_backends() {
         a_spill_file_is_readable_by_the_next_command(SandboxBackend::Bubblewrap).await;
     }
 }
+
+/// Without a mount namespace a protected place beneath a writable root cannot be protected:
+/// even best effort refuses to start rather than leave the session store writable.
+#[test]
+fn a_store_beneath_a_root_is_refused_where_it_cannot_be_protected() {
+    let dirs = Dirs::new();
+    let store = dirs.root().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let probe = Simulated {
+        mount_namespace: Err(String::from("user namespaces are off")),
+        ..Simulated::abi(7)
+    };
+    let build = |policy: SandboxPolicy| {
+        SandboxedExecutor::with_probe(policy, SandboxBackend::Landlock, config(), &probe)
+    };
+    let best_effort = dirs
+        .policy(SandboxMode::WorkspaceWrite)
+        .with_enforcement(Enforcement::BestEffort);
+    match build(best_effort.clone().with_protected(&store)) {
+        Err(SandboxError::Unprotected { place, detail }) => assert_eq!(
+            (place, detail.as_str()),
+            (
+                std::fs::canonicalize(&store).unwrap(),
+                "user namespaces are off"
+            )
+        ),
+        other => panic!("expected the store refused, got {other:?}"),
+    }
+    // A store elsewhere leaves best effort to run, the metadata right reported unenforced.
+    let executor = build(best_effort).unwrap();
+    assert_eq!(
+        executor.report().unenforced,
+        vec![Capability::MountNamespace]
+    );
+    assert!(!executor.report().enforces(Right::Metadata));
+}

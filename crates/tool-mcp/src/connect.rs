@@ -152,7 +152,7 @@ impl ServerLaunch {
 
 /// Turns a [`ServerLaunch`] into the command that starts the server: how a host confines its
 /// stdio servers (in a sandbox, say) or runs them some other way. The connector then pipes the
-/// command's stdin and stdout, sends its stderr where the host's goes, and gives it its own
+/// command's stdin and stdout, copies its stderr to the host's, and gives it its own
 /// process group, killed on dispose. An error fails that start like a program that cannot be
 /// spawned.
 #[derive(Clone)]
@@ -252,12 +252,30 @@ impl StdioConnector {
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            // The server's diagnostics go where the host's go; the protocol is on stdout.
-            .stderr(Stdio::inherit())
+            // The server's diagnostics go where the host's go, copied from a pipe: the server
+            // never holds the host's stderr, which may be the user's terminal (a confined
+            // server could otherwise change its mode or settings). The protocol is on stdout.
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         #[cfg(unix)]
         command.process_group(0);
         Ok(command)
+    }
+}
+
+/// Copies a server's stderr to the host's until the server closes it.
+async fn forward_stderr(mut stderr: tokio::process::ChildStderr) {
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        match stderr.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => {
+                // A host whose stderr is gone loses the server's diagnostics, nothing else.
+                let _ = std::io::stderr().write_all(&buffer[..read]);
+            }
+        }
     }
 }
 
@@ -281,6 +299,9 @@ impl Connector for StdioConnector {
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 return Err(io::Error::other("the server's stdio was not piped"));
             };
+            if let Some(stderr) = child.stderr.take() {
+                tokio::spawn(forward_stderr(stderr));
+            }
             Ok(StreamConnection {
                 reader: Box::pin(stdout),
                 writer: Box::pin(stdin),

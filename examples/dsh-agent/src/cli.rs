@@ -236,7 +236,7 @@ pub(crate) struct RunOptions {
     /// Confine the bash tool's commands: `read-only` (they may write only a private temporary
     /// directory), `workspace-write` (also the working directory, but not the session store
     /// beneath it) or `off`. In both confined modes the network is denied (every socket but a
-    /// stream pair), no capability is held, metadata outside the writable places cannot
+    /// stream or sequenced-packet pair), no capability is held, metadata outside the writable places cannot
     /// change, and no process outside the command can be signalled; this holds as root too.
     /// The stdio MCP servers start in the same sandbox. Default: `workspace-write`, enforced
     /// as far as this system can with a warning naming the rest (or `off` where it can

@@ -45,24 +45,37 @@ pub(crate) fn shell_executor(
         Some("read-only") => "read-only",
         _ => "workspace-write",
     };
+    let refused = |why: String| Err(Failure::new(2, format!("--sandbox {mode}: {why}")));
     match sandboxed(mode, cwd, config.clone(), store, true) {
         Ok(confined) => Ok(confined),
-        Err(why) if choice.is_none() => match sandboxed(mode, cwd, config.clone(), store, false) {
-            Ok(confined) => {
-                output::say(&format!(
-                    "dsh-agent: warning: the shell sandbox is only partly enforced: {why}"
-                ));
-                Ok(confined)
+        // A store the commands could write is no fallback's to accept.
+        Err(Refusal::Final(why)) => refused(why),
+        Err(Refusal::Unsupported(why)) if choice.is_none() => {
+            match sandboxed(mode, cwd, config.clone(), store, false) {
+                Ok(confined) => {
+                    output::say(&format!(
+                        "dsh-agent: warning: the shell sandbox is only partly enforced: {why}"
+                    ));
+                    Ok(confined)
+                }
+                Err(Refusal::Final(why)) => refused(why),
+                Err(Refusal::Unsupported(why)) => {
+                    output::say(&format!(
+                        "dsh-agent: warning: the shell sandbox is off: {why}"
+                    ));
+                    Ok(off(Some(why)))
+                }
             }
-            Err(why) => {
-                output::say(&format!(
-                    "dsh-agent: warning: the shell sandbox is off: {why}"
-                ));
-                Ok(off(Some(why)))
-            }
-        },
-        Err(why) => Err(Failure::new(2, format!("--sandbox {mode}: {why}"))),
+        }
+        Err(Refusal::Unsupported(why)) => refused(why),
     }
+}
+
+/// Why no sandboxed executor was built: the system cannot enforce the policy (a default may
+/// fall back), or it must not run at all (a session store the commands could write).
+pub(crate) enum Refusal {
+    Unsupported(String),
+    Final(String),
 }
 
 /// The shell's executor, its report for `session/start`, and the MCP servers' launcher.
@@ -83,9 +96,9 @@ pub(crate) fn sandboxed(
     config: LocalConfig,
     store: Option<&Path>,
     required: bool,
-) -> Result<Sandboxed, String> {
+) -> Result<Sandboxed, Refusal> {
     use tool_bash::sandbox::{
-        Enforcement, SandboxBackend, SandboxMode, SandboxPolicy, SandboxedExecutor,
+        Enforcement, SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxedExecutor,
     };
     let mode = if mode == "read-only" {
         SandboxMode::ReadOnly
@@ -102,16 +115,23 @@ pub(crate) fn sandboxed(
     if let Some(store) = store {
         // The store must exist to be bound read-only; the session's own directory in it
         // already does.
-        std::fs::create_dir_all(store)
-            .map_err(|e| format!("the session store {}: {e}", store.display()))?;
+        std::fs::create_dir_all(store).map_err(|e| {
+            Refusal::Unsupported(format!("the session store {}: {e}", store.display()))
+        })?;
         policy = policy.with_protected(store);
     }
-    let executor = SandboxedExecutor::new(policy, SandboxBackend::Landlock, config)
-        .map_err(|e| e.to_string())?;
+    let executor =
+        SandboxedExecutor::new(policy, SandboxBackend::Landlock, config).map_err(|error| {
+            match error {
+                SandboxError::Unprotected { .. } => Refusal::Final(error.to_string()),
+                other => Refusal::Unsupported(other.to_string()),
+            }
+        })?;
     if executor.report().backend.is_none() {
-        return Err(executor.report().summary());
+        return Err(Refusal::Unsupported(executor.report().summary()));
     }
-    let report = serde_json::to_value(executor.report()).map_err(|e| e.to_string())?;
+    let report =
+        serde_json::to_value(executor.report()).map_err(|e| Refusal::Unsupported(e.to_string()))?;
     let executor = Arc::new(executor);
     let confining = Arc::clone(&executor);
     let workdir = cwd.to_owned();
@@ -134,8 +154,10 @@ pub(crate) fn sandboxed(
     _config: LocalConfig,
     _store: Option<&Path>,
     _required: bool,
-) -> Result<Sandboxed, String> {
-    Err(String::from("the shell sandbox needs Linux (Landlock)"))
+) -> Result<Sandboxed, Refusal> {
+    Err(Refusal::Unsupported(String::from(
+        "the shell sandbox needs Linux (Landlock)",
+    )))
 }
 
 /// The registry of the built-in tools with `executor` under `bash`, and the jobs runtime

@@ -8,7 +8,48 @@ mod support;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{run, stdout, text_step, write_script};
+use support::{stdout, text_step, write_script};
+
+/// Runs `dsh-agent run --json` in `workspace` with `flags` and `env`, playing a script that
+/// calls `tool` once with each of `commands`, then ends; returns the events it printed.
+fn session_events(
+    workspace: &std::path::Path,
+    tool: &str,
+    commands: &[String],
+    flags: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<Value> {
+    let mut steps: Vec<Value> = commands
+        .iter()
+        .enumerate()
+        .map(|(n, command)| {
+            json!({"toolCalls": [{"id": format!("c{n}"), "name": tool,
+                                  "arguments": {"command": command, "description": "Try"}}]})
+        })
+        .collect();
+    steps.push(text_step("Done."));
+    let script = write_script(workspace, Value::Array(steps));
+    let mut args = vec![
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        workspace.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let output = support::run_with(&args, env);
+    assert!(output.status.success(), "{output:?}");
+    stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The event of `kind` in `events`.
+fn event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    events.iter().find(|e| e["type"] == kind).unwrap()
+}
 
 /// Runs a script in which `tool` (`bash`, or an MCP server's `bash`) writes inside the
 /// session's directory and outside it, with `flags`, after `prepare` has set up the session's
@@ -23,42 +64,21 @@ fn writes_through(
     let outside = support::scratch();
     let target = outside.path().join("outside");
     prepare(workspace.path());
-    let call = |id: &str, command: String| {
-        json!({"toolCalls": [{"id": id, "name": tool,
-                              "arguments": {"command": command, "description": "Write"}}]})
-    };
-    let steps = json!([
-        call("c1", String::from("echo in > inside && cat inside")),
-        call("c2", format!("echo out > '{}'", target.display())),
-        text_step("Done."),
-    ]);
-    let script = write_script(workspace.path(), steps);
-    let mut args = vec![
-        "run",
-        "--json",
-        "--script",
-        script.to_str().unwrap(),
-        "--cwd",
-        workspace.path().to_str().unwrap(),
+    let commands = [
+        String::from("echo in > inside && cat inside"),
+        format!("echo out > '{}'", target.display()),
     ];
-    args.extend_from_slice(flags);
-    let output = run(&args);
-    assert!(output.status.success(), "{output:?}");
-    let events: Vec<Value> = stdout(&output)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let start = events
-        .iter()
-        .find(|e| e["type"] == "session/start")
-        .unwrap()
-        .clone();
+    let events = session_events(workspace.path(), tool, &commands, flags, &[]);
     let results = events
         .iter()
         .filter(|e| e["type"] == "tool/result")
         .map(|e| e.to_string())
         .collect();
-    (start, results, target.exists())
+    (
+        event(&events, "session/start").clone(),
+        results,
+        target.exists(),
+    )
 }
 
 /// The session's own `bash` writing, with `flags`.
@@ -179,29 +199,14 @@ fn a_store_under_the_working_directory_is_out_of_the_commands_reach() {
     let forge = "for f in $(find .sessions -type f); do \
                  echo '{\"type\":\"forged\"}' >> \"$f\" && echo FORGED; done; \
                  rm -rf .sessions && echo REMOVED; find .sessions -type f | wc -l";
-    let steps = json!([
-        {"toolCalls": [{"id": "c1", "name": "bash",
-                        "arguments": {"command": forge, "description": "Forge"}}]},
-        text_step("Done."),
-    ]);
-    let script = write_script(workspace.path(), steps);
-    let output = run(&[
-        "run",
-        "--json",
-        "--script",
-        script.to_str().unwrap(),
-        "--cwd",
-        workspace.path().to_str().unwrap(),
-        "--session-dir",
-        store.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{output:?}");
-    let events: Vec<Value> = stdout(&output)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
-    let text = result.to_string();
+    let events = session_events(
+        workspace.path(),
+        "bash",
+        &[String::from(forge)],
+        &["--session-dir", store.to_str().unwrap()],
+        &[],
+    );
+    let text = event(&events, "tool/result").to_string();
     assert!(
         !text.contains("FORGED") && !text.contains("REMOVED"),
         "{text}"
@@ -260,26 +265,15 @@ fn the_harness_environment_keeps_no_secret_a_command_can_read() {
                 grep -c HARNESS_TEST_API_KEY= /proc/$h/environ";
     for flags in [&["--sandbox", "off"][..], &[][..]] {
         let workspace = support::scratch();
-        let steps = json!([
-            {"toolCalls": [{"id": "c1", "name": "bash",
-                            "arguments": {"command": read, "description": "Read"}}]},
-            text_step("Done."),
-        ]);
-        let script = write_script(workspace.path(), steps);
-        let mut args = vec![
-            "run",
-            "--json",
-            "--script",
-            script.to_str().unwrap(),
-            "--cwd",
-            workspace.path().to_str().unwrap(),
-        ];
-        args.extend_from_slice(flags);
-        let output = support::run_with(&args, &[("HARNESS_TEST_API_KEY", secret)]);
-        assert!(output.status.success(), "{output:?}");
-        let text = stdout(&output);
+        let events = session_events(
+            workspace.path(),
+            "bash",
+            &[String::from(read)],
+            flags,
+            &[("HARNESS_TEST_API_KEY", secret)],
+        );
+        let text = event(&events, "tool/result").to_string();
         assert!(!text.contains(secret), "{flags:?}: {text}");
-        assert!(text.contains(r#""type":"tool/result""#), "{text}");
         if flags.is_empty() {
             assert!(text.contains("Permission denied"), "{flags:?}: {text}");
         } else {

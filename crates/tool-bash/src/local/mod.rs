@@ -296,7 +296,15 @@ impl LocalExecutor {
             args: vec!["-c".into(), spec.command.clone().into()],
             env: child_env(&self.config.env_policy, &spec.env, &spec.managed),
             workdir: spec.workdir.clone(),
-            stdin_piped: spec.stdin.is_some(),
+            // Under a wrapper, a command without stdin bytes reads an empty pipe, not the
+            // host's `/dev/null`, whose descriptor would let a root command change the host's
+            // device (`chmod /dev/stdin`); the shell-to-be of the Landlock backend reopens
+            // `/dev/null` inside its own mount namespace instead.
+            stdin_piped: spec.stdin.is_some()
+                || self
+                    .confinement
+                    .as_ref()
+                    .is_some_and(|confinement| confinement.wrapper.is_some()),
             confinement: None,
             inherit: Vec::new(),
         };
@@ -356,11 +364,17 @@ impl LocalExecutor {
             .await
             .map_err(|error| self.start_error(&error))?;
         self.guard.register(&self.bash, supervised.shell());
-        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.take(), supervised.stdin()) {
-            tokio::spawn(async move {
-                // A command that does not read its stdin closes the pipe; that is not an error.
-                let _ = stdin.write_all(&bytes).await;
-            });
+        match (spec.stdin.take(), supervised.stdin()) {
+            (Some(bytes), Some(mut stdin)) => {
+                tokio::spawn(async move {
+                    // A command that does not read its stdin closes the pipe; that is not an
+                    // error.
+                    let _ = stdin.write_all(&bytes).await;
+                });
+            }
+            // An empty stdin (see `launch`): closed at once, so a read ends.
+            (None, stdin) => drop(stdin),
+            (Some(_), None) => {}
         }
         Ok(supervised)
     }

@@ -7,7 +7,8 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 /// The `bwrap` wrapper: `/` read-only, a fresh `/dev` and `/proc` (read-only as well), a private
-/// `/tmp`, the roots writable and the protected places beneath them read-only again; user,
+/// `/tmp`, the roots writable and the protected places beneath them read-only again (with the
+/// directories between bound too, so that none can be renamed; see `confine::binds`); user,
 /// PID, UTS and IPC namespaces of the command's own, without the network a network namespace
 /// too; a session of its own, every
 /// capability dropped, and `program` (the seccomp filter's bytes) as its seccomp filter. The
@@ -35,17 +36,9 @@ pub(super) fn wrapper(
     .map(OsString::from)
     .collect();
     let mut tail: Vec<OsString> = Vec::new();
-    for root in writable {
-        tail.extend(["--bind".into(), root.clone().into(), root.clone().into()]);
-    }
-    for place in protected {
-        if writable.iter().any(|root| place.starts_with(root)) {
-            tail.extend([
-                "--ro-bind".into(),
-                place.clone().into(),
-                place.clone().into(),
-            ]);
-        }
+    for (place, writable) in super::confine::binds(writable, protected) {
+        let kind = if writable { "--bind" } else { "--ro-bind" };
+        tail.extend([kind.into(), place.clone().into(), place.into()]);
     }
     // The fresh `/proc` and `/dev` read-only too: a root without capabilities may still write
     // many of `/proc/sys`'s files (the host's name, `kernel.core_pattern`), and `/dev` is a

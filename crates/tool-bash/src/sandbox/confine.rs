@@ -4,7 +4,7 @@
 
 use super::report::{Mechanism, MountNamespace, Right, RightReport};
 use super::{SandboxBackend, SandboxError};
-use crate::launch::{BpfInstruction, IdMaps, MOUNT_BINDS_MAX, MountBind, MountPlan};
+use crate::launch::{BpfInstruction, MOUNT_BINDS_MAX, MountBind, MountPlan};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Device files every confined command may write and send ioctls to: the bit buckets and
-/// terminals (its own, and pseudo-terminals it opens).
+/// terminals.
 const WRITABLE_DEVICES: [&str; 7] = [
     "/dev/null",
     "/dev/zero",
@@ -29,10 +29,6 @@ const WRITABLE_DEVICES: [&str; 7] = [
     "/dev/urandom",
     "/dev/ptmx",
 ];
-
-/// Where pseudo-terminals' other ends live; a command that opens one (`script`, `expect`)
-/// writes and configures it there.
-const PSEUDO_TERMINALS: &str = "/dev/pts";
 
 /// The first Landlock ABI whose rules cover connections to unix sockets by path
 /// (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`, Linux 7.1): from there on, unix sockets are confined to
@@ -86,7 +82,7 @@ pub(super) fn landlock_ruleset(
             .map_err(setup_error)?;
     }
     let file_rights = handled & AccessFs::from_file(fs_abi) & !AccessFs::ResolveUnix;
-    for device in WRITABLE_DEVICES.iter().chain([&PSEUDO_TERMINALS]) {
+    for device in WRITABLE_DEVICES {
         // A device this system lacks is simply not granted.
         let Ok(fd) = PathFd::new(device) else {
             continue;
@@ -118,6 +114,10 @@ fn argument(index: u8, operator: SeccompCmpOp, value: u64) -> Result<SeccompRule
 /// - Always: `ioctl` `TIOCSTI` and `TIOCLINUX` (typing into a terminal), `mknod` of block and
 ///   character devices, `io_uring` (its operations would bypass this filter), and the kernel's
 ///   key rings (`keyctl`, `add_key`, `request_key`), which can hold another program's secrets.
+/// - Always too: setting the setuid or setgid bit (`chmod` and its kin), another process's
+///   resource limits (`prlimit64` with a pid and new limits), its priority, I/O priority or
+///   scheduling (`setpriority`, `ioprio_set`, `sched_set*` of a pid but the caller's, and of a
+///   whole user).
 /// - With the network denied: every `socket` but a unix one, and below Landlock ABI 9 (which
 ///   confines unix sockets by path) the unix ones too; `socketpair` only of a stream or
 ///   sequenced-packet unix pair, the kind that can reach no other socket.
@@ -150,6 +150,59 @@ pub(super) fn seccomp_program(
     rules.insert(libc::SYS_mknodat, device(2)?);
     #[cfg(target_arch = "x86_64")]
     rules.insert(libc::SYS_mknod, device(1)?);
+    // Setuid and setgid bits: a root harness's command could otherwise leave a setuid-root
+    // program in the workspace for another user to run outside the sandbox. Writing a file
+    // clears the bits (no `CAP_FSETID`), so a mode change is the only way to set them.
+    let set_id = |index| -> Result<Vec<SeccompRule>, SandboxError> {
+        Ok(vec![
+            argument(
+                index,
+                MaskedEq(u64::from(libc::S_ISUID)),
+                u64::from(libc::S_ISUID),
+            )?,
+            argument(
+                index,
+                MaskedEq(u64::from(libc::S_ISGID)),
+                u64::from(libc::S_ISGID),
+            )?,
+        ])
+    };
+    rules.insert(libc::SYS_fchmod, set_id(1)?);
+    rules.insert(libc::SYS_fchmodat, set_id(2)?);
+    rules.insert(SYS_FCHMODAT2, set_id(2)?);
+    #[cfg(target_arch = "x86_64")]
+    rules.insert(libc::SYS_chmod, set_id(1)?);
+    // Other processes' limits and priorities: Landlock's signal scope does not cover these,
+    // and a command could starve or kill (`RLIMIT_FSIZE`) the harness and its supervisor, or
+    // keep the supervisor from sweeping (`RLIMIT_NOFILE`). Reading another's limits stays.
+    rules.insert(
+        libc::SYS_prlimit64,
+        vec![
+            SeccompRule::new(vec![
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, Ne, 0).map_err(seccomp_error)?,
+                SeccompCondition::new(2, SeccompCmpArgLen::Qword, Ne, 0).map_err(seccomp_error)?,
+            ])
+            .map_err(seccomp_error)?,
+        ],
+    );
+    // `who` 0 is the caller (its process, its group); every `PRIO_USER` or `IOPRIO_WHO_USER`
+    // reaches all of its user's processes.
+    rules.insert(
+        libc::SYS_setpriority,
+        vec![argument(1, Ne, 0)?, argument(0, Eq, PRIO_USER)?],
+    );
+    rules.insert(
+        libc::SYS_ioprio_set,
+        vec![argument(1, Ne, 0)?, argument(0, Eq, IOPRIO_WHO_USER)?],
+    );
+    for scheduler in [
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(scheduler, vec![argument(0, Ne, 0)?]);
+    }
     for always in [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -170,12 +223,14 @@ pub(super) fn seccomp_program(
         rules.insert(libc::SYS_socket, socket);
         let mut pair = vec![argument(0, Ne, unix)?];
         if landlock_abi < RESOLVE_UNIX_ABI {
-            // A datagram pair may still send to any socket by address.
-            pair.push(argument(
-                1,
-                MaskedEq(SOCKET_TYPE_MASK),
-                u64::from(libc::SOCK_DGRAM as u32),
-            )?);
+            // A pair of any type but stream and sequenced packet is a datagram pair (the kernel
+            // makes `SOCK_RAW` one), which may still send to any socket by address.
+            for kind in 0..=SOCKET_TYPE_MASK {
+                let kept = [libc::SOCK_STREAM, libc::SOCK_SEQPACKET];
+                if !kept.iter().any(|k| u64::from(*k as u32) == kind) {
+                    pair.push(argument(1, MaskedEq(SOCKET_TYPE_MASK), kind)?);
+                }
+            }
         }
         rules.insert(libc::SYS_socketpair, pair);
     }
@@ -197,6 +252,13 @@ pub(super) fn seccomp_program(
     }));
     Ok(instructions)
 }
+
+/// `fchmodat2` (Linux 6.6), the same number on x86-64 and AArch64.
+const SYS_FCHMODAT2: i64 = 452;
+
+/// `PRIO_USER` (`sys/resource.h`) and `IOPRIO_WHO_USER` (`linux/ioprio.h`).
+const PRIO_USER: u64 = 2;
+const IOPRIO_WHO_USER: u64 = 3;
 
 /// `TIOCLINUX`, the console's ioctl (`linux/tiocl.h`), which can also inject input.
 const TIOCLINUX: u64 = 0x541C;
@@ -256,39 +318,76 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
         .map_err(|_| SandboxError::Setup(format!("`{}` contains a NUL byte", path.display())))
 }
 
-/// The mount plan: `writable` mounted back writable and `protected` (those beneath a writable
-/// root; the rest are read-only anyway) read-only, parents before children and, at one depth,
-/// a writable root before the protected place at the same path.
+/// The binds of the commands' mount namespace, `(path, writable)` in mount order: `writable`
+/// mounted back writable and `protected` (those beneath a writable root; the rest are
+/// read-only anyway) read-only, parents before children and, at one depth, a writable root
+/// before the protected place at the same path. Every directory between a writable root and a
+/// place nested in it (a protected place, or a writable root such as the private `TMPDIR`
+/// inside the spill directory) is mounted over itself too, writable: a mount point cannot be
+/// renamed in its namespace, so no command can move a protected place (or a nested root) out
+/// from under its bind and put a directory or a link of its own in its path. Those beneath a
+/// protected place need no such bind: they are read-only already. Both backends mount these.
+pub(super) fn binds(writable: &[PathBuf], protected: &[PathBuf]) -> Vec<(PathBuf, bool)> {
+    let protected: Vec<&Path> = protected
+        .iter()
+        .filter(|place| writable.iter().any(|root| place.starts_with(root)))
+        .map(|place| &**place)
+        .collect();
+    let mut binds: Vec<(&Path, bool)> = writable.iter().map(|root| (&**root, true)).collect();
+    binds.extend(protected.iter().map(|place| (*place, false)));
+    let nested: Vec<&Path> = binds.iter().map(|(path, _)| *path).collect();
+    for place in nested {
+        for root in writable {
+            if place == root || !place.starts_with(root) {
+                continue;
+            }
+            for between in place.ancestors().skip(1) {
+                if between == root {
+                    break;
+                }
+                let under_protected = protected.iter().any(|p| between.starts_with(p));
+                if !under_protected && !binds.iter().any(|(path, _)| *path == between) {
+                    binds.push((between, true));
+                }
+            }
+        }
+    }
+    binds.sort_by_key(|(path, writable)| (path.components().count(), !writable));
+    binds
+        .into_iter()
+        .map(|(path, writable)| (path.to_path_buf(), writable))
+        .collect()
+}
+
+/// The mount plan of the Landlock backend: the [`binds`], and the user namespace when the
+/// harness may not mount.
 pub(super) fn mount_plan(
     kind: MountNamespace,
     writable: &[PathBuf],
     protected: &[PathBuf],
 ) -> Result<MountPlan, SandboxError> {
-    let mut binds: Vec<(&Path, bool)> = writable.iter().map(|root| (&**root, true)).collect();
-    binds.extend(
-        protected
-            .iter()
-            .filter(|place| writable.iter().any(|root| place.starts_with(root)))
-            .map(|place| (&**place, false)),
-    );
-    binds.sort_by_key(|(path, writable)| (path.components().count(), !writable));
+    let binds = binds(writable, protected);
     if binds.len() > MOUNT_BINDS_MAX {
         return Err(SandboxError::Setup(format!(
             "at most {MOUNT_BINDS_MAX} writable roots and protected places, not {}",
             binds.len()
         )));
     }
-    let id_maps = match kind {
+    let user_namespace = match kind {
         MountNamespace::Own => None,
-        MountNamespace::User => Some(IdMaps::own()),
+        MountNamespace::User => Some(
+            super::report::user_namespace_waiter()
+                .and_then(|waiter| crate::supervisor::user_namespace(&waiter))
+                .map_err(|e| SandboxError::Setup(format!("the commands' user namespace: {e}")))?,
+        ),
     };
     Ok(MountPlan {
-        id_maps,
+        user_namespace,
         binds: binds
             .into_iter()
             .map(|(path, writable)| {
                 Ok(MountBind {
-                    path: c_path(path)?,
+                    path: c_path(&path)?,
                     writable,
                 })
             })
@@ -393,4 +492,50 @@ pub(super) fn rights(offered: Offered) -> Vec<RightReport> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (path, writable) of each bind, in order.
+    fn binds(writable: &[&str], protected: &[&str]) -> Vec<(String, bool)> {
+        let writable: Vec<PathBuf> = writable.iter().map(PathBuf::from).collect();
+        let protected: Vec<PathBuf> = protected.iter().map(PathBuf::from).collect();
+        let plan = mount_plan(MountNamespace::Own, &writable, &protected).unwrap();
+        plan.binds
+            .iter()
+            .map(|bind| (bind.path.to_string_lossy().into_owned(), bind.writable))
+            .collect()
+    }
+
+    #[test]
+    fn nested_places_are_pinned_and_mounted_parents_first() {
+        let own = |path: &str, writable| (path.to_owned(), writable);
+        // The store two levels below the workspace, the private TMPDIR inside it: the
+        // directory between the workspace and the store is pinned, those inside the store
+        // (read-only already) are not.
+        assert_eq!(
+            binds(
+                &["/w", "/w/a/store/s/spill/tmp"],
+                &["/w/a/store", "/outside"]
+            ),
+            vec![
+                own("/w", true),
+                own("/w/a", true),
+                own("/w/a/store", false),
+                own("/w/a/store/s/spill/tmp", true),
+            ]
+        );
+        // A protected place at a root's own path: the root first, then the protection.
+        assert_eq!(
+            binds(&["/w"], &["/w"]),
+            vec![own("/w", true), own("/w", false)]
+        );
+        // Nothing nested: the roots alone.
+        assert_eq!(
+            binds(&["/w", "/tmp/t"], &["/elsewhere/store"]),
+            vec![own("/w", true), own("/tmp/t", true)]
+        );
+    }
 }

@@ -15,7 +15,8 @@
 //!   its `execve`: a mount namespace in which everything is read-only but the writable roots
 //!   (so metadata outside cannot change and the protected places cannot be written), then
 //!   every capability dropped, `no_new_privs`, a seccomp filter (no socket of the network, no
-//!   unix socket but a stream pair, no device node, no terminal injection, no `io_uring`) and
+//!   unix socket but a stream or sequenced-packet pair, no device node, no setuid bit, no
+//!   terminal injection, no `io_uring`, no other process's limits or priority) and
 //!   the Landlock ruleset (writes beneath the roots, device ioctls, TCP, the signal and
 //!   abstract-socket scopes). All of it covers everything the command starts, foreground and
 //!   background, and survives `exec` of setuid programs.
@@ -381,16 +382,27 @@ impl SandboxedExecutor {
                     // Best effort with no Landlock at all: nothing can be confined.
                     return Ok(unconfined(config, report));
                 }
-                let mount_namespace = match probe.mount_namespace() {
+                let mount_namespace = probe.mount_namespace();
+                let spill = sandbox_spill_dir(&mut config, &mut confinement)?;
+                protected.push(spill.clone());
+                let mount_namespace = match mount_namespace {
                     Ok(kind) => Some(kind),
                     Err(detail) => {
+                        // The session store's logs, the spill files: never left writable.
+                        if let Some(place) = protected
+                            .iter()
+                            .find(|place| writable_roots.iter().any(|root| place.starts_with(root)))
+                        {
+                            return Err(SandboxError::Unprotected {
+                                place: place.clone(),
+                                detail,
+                            });
+                        }
                         missing(Capability::MountNamespace, detail)?;
                         report.unenforced.push(Capability::MountNamespace);
                         None
                     }
                 };
-                let spill = sandbox_spill_dir(&mut config, &mut confinement)?;
-                protected.push(spill.clone());
                 let temp = private_temp_dir(Some(&spill))?;
                 let mut writable = writable_roots.clone();
                 writable.push(temp.path().to_path_buf());

@@ -69,6 +69,19 @@ pub enum SandboxError {
         /// What the probe found.
         detail: String,
     },
+    /// A protected place lies beneath a writable root, and without a mount namespace nothing
+    /// can keep the commands from writing it: refused even in best effort.
+    #[error(
+        "`{}` lies beneath a writable root and cannot be protected from the commands here \
+         (no mount namespace: {detail}); place it elsewhere or work in another directory",
+        place.display()
+    )]
+    Unprotected {
+        /// The place.
+        place: PathBuf,
+        /// Why there is no mount namespace.
+        detail: String,
+    },
     /// Setting the sandbox up failed (a root that cannot be opened, the temporary directory).
     #[error("cannot set up the sandbox: {0}")]
     Setup(String),
@@ -156,18 +169,30 @@ impl SandboxProbe for SystemProbe {
 
     fn mount_namespace(&self) -> Result<MountNamespace, String> {
         let own = if may_mount() {
-            match crate::supervisor::try_mount_namespace(false) {
+            match crate::supervisor::try_mount_namespace(None) {
                 Ok(()) => return Ok(MountNamespace::Own),
                 Err(error) => format!("a mount namespace of its own failed: {error}; "),
             }
         } else {
             String::new()
         };
-        match crate::supervisor::try_mount_namespace(true) {
+        let tried = user_namespace_waiter()
+            .and_then(|waiter| crate::supervisor::user_namespace(&waiter))
+            .and_then(|namespace| crate::supervisor::try_mount_namespace(Some(namespace)));
+        match tried {
             Ok(()) => Ok(MountNamespace::User),
             Err(error) => Err(format!("{own}a user namespace failed: {error}")),
         }
     }
+}
+
+/// The shell that holds a new user namespace open while the harness takes it
+/// (`crate::supervisor::user_namespace`): `bash` on `PATH`, else `/bin/sh`.
+pub(super) fn user_namespace_waiter() -> std::io::Result<PathBuf> {
+    let sh = Path::new("/bin/sh");
+    find_on_path(Path::new("bash"))
+        .or_else(|| sh.exists().then(|| sh.to_path_buf()))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no shell to wait in"))
 }
 
 /// Whether this process has `CAP_SYS_ADMIN` in its effective set.

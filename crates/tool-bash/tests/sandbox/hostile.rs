@@ -49,6 +49,13 @@ struct World {
     victim: Child,
     terminal: Terminal,
     hostname: String,
+    /// The host's `/dev/null`, to its change time.
+    dev_null: (u32, i64, i64),
+}
+
+fn dev_null() -> (u32, i64, i64) {
+    let meta = std::fs::metadata("/dev/null").unwrap();
+    (meta.mode(), meta.ctime(), meta.ctime_nsec())
 }
 
 /// A pseudo-terminal the test holds, as a user's terminal: a helper keeps its other end and
@@ -163,8 +170,8 @@ impl World {
         std::fs::write(out.join("f"), "outside\n").unwrap();
         std::fs::create_dir(out.join("dir")).unwrap();
         std::fs::write(out.join("dir/deep"), "deep\n").unwrap();
-        let store = dirs.root().join("store");
-        std::fs::create_dir(&store).unwrap();
+        let store = dirs.root().join("state/store");
+        std::fs::create_dir_all(&store).unwrap();
         std::fs::write(store.join("log.jsonl"), "{\"event\":\"session/start\"}\n").unwrap();
         let tools = tempfile::tempdir_in(scratch_base()).unwrap();
         std::fs::write(tools.path().join("probe.py"), include_str!("probe.py")).unwrap();
@@ -196,6 +203,7 @@ impl World {
             victim: Command::new("sleep").arg("600").spawn().unwrap(),
             terminal: Terminal::open(),
             hostname: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap(),
+            dev_null: dev_null(),
             dirs,
         }
     }
@@ -245,6 +253,9 @@ impl World {
         }
         if Path::new("/sys/class/net/dshprobe0").exists() {
             host.push(String::from("a network link was added"));
+        }
+        if dev_null() != self.dev_null {
+            host.push(String::from("the host's /dev/null changed"));
         }
         if std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap() != self.hostname {
             host.push(String::from("the host's name changed"));
@@ -460,6 +471,41 @@ fn cases(world: &World) -> Vec<Case> {
             "move the store away",
             format!("mv '{store}' elsewhere && echo ALLOWED"),
         ),
+        case("limit the harness", p("limit", &[&harness.to_string()])),
+        case(
+            "limit the supervisor",
+            String::from(
+                "python3 -c 'import resource, os; \
+                 resource.prlimit(os.getppid(), resource.RLIMIT_CORE, (0, 0)); print(\"ALLOWED\")'",
+            ),
+        ),
+        case(
+            "renice a process outside",
+            p("renice", &[&victim.to_string()]),
+        ),
+        case("read a terminal the user holds", p("read-tty", &[&tty])),
+        case(
+            "change the host's /dev/null through stdin",
+            // On bubblewrap stdin is an empty pipe: the mode it may change is the pipe's. The
+            // host's `/dev/null` is watched from outside.
+            String::from("chmod 0600 /dev/stdin; touch -d 2001-01-01 /dev/stdin"),
+        ),
+        case(
+            "plant a setuid program",
+            String::from(
+                "cp /bin/true suid && chmod 4755 suid && echo ALLOWED; chmod g+s . && echo ALLOWED",
+            ),
+        ),
+        case(
+            "move the store's parent away, then write the store",
+            String::from(
+                "mv state state-moved && echo ALLOWED; echo forged >> state-moved/store/log.jsonl && echo ALLOWED",
+            ),
+        ),
+        case(
+            "put a link in the store's parent's place",
+            String::from("mv state state-gone && ln -s /tmp state && echo ALLOWED"),
+        ),
         // What the command holds.
         Case {
             expect: Some(String::from(
@@ -481,7 +527,7 @@ fn cases(world: &World) -> Vec<Case> {
         },
         // What stays allowed.
         Case {
-            expect: Some(String::from("pair p pty t")),
+            expect: Some(String::from("pair p q")),
             ..case(
                 "a stream pair and a pseudo-terminal of its own",
                 p("pair", &[]),
@@ -594,6 +640,14 @@ async fn run(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the entry point of the_hostile_table_holds_as_root_and_as_a_user's child processes"]
 async fn hostile_pass() {
+    // As a host does first thing: the harness becomes non-dumpable (which must not keep its
+    // commands' user namespaces from being made) and blanks its secrets.
+    let withdrawn = tool_bash::sandbox::withdraw_secrets();
+    assert!(
+        std::env::var_os(SECRET_NAME).is_none()
+            || withdrawn.contains_key(std::ffi::OsStr::new(SECRET_NAME)),
+        "the secret was not withdrawn"
+    );
     let mut failures = run_table(SandboxBackend::Landlock).await;
     if bubblewrap_available() {
         failures.extend(run_table(SandboxBackend::Bubblewrap).await);

@@ -79,10 +79,13 @@ def unix(path):
 def unix_dgram(path):
     attempt("unix datagram", connect(socket.AF_UNIX, socket.SOCK_DGRAM, path))
 
-    def by_pair():
-        a, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        a.sendto(b"x", path)
-    attempt("datagram pair sendto", by_pair)
+    def by_pair(kind):
+        def go():
+            a, _ = socket.socketpair(socket.AF_UNIX, kind)
+            a.sendto(b"x", path)
+        return go
+    attempt("datagram pair sendto", by_pair(socket.SOCK_DGRAM))
+    attempt("raw pair sendto", by_pair(socket.SOCK_RAW))
 
 
 def abstract(name):
@@ -173,17 +176,38 @@ def read_mem(pid):
     attempt("read mem", go)
 
 
+def limit(pid):
+    import resource
+    attempt("prlimit", lambda: resource.prlimit(int(pid), resource.RLIMIT_CORE, (0, 0)))
+
+
+def renice(pid):
+    attempt("renice a process", lambda: os.setpriority(os.PRIO_PROCESS, int(pid), 19))
+    attempt("renice a user", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+
+
+def read_tty(path):
+    attempt("open a terminal", lambda: os.close(os.open(path, os.O_RDONLY | os.O_NOCTTY)))
+
+
 def hostname(name):
     attempt("sethostname", lambda: socket.sethostname(name))
 
 
 def pair():
-    # What stays allowed: a stream pair, and a pseudo-terminal of the command's own.
+    # What stays allowed: stream and sequenced-packet pairs; a pseudo-terminal of the
+    # command's own where the backend has one (bubblewrap's devpts; not under Landlock).
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     a.send(b"p")
-    master, slave = os.openpty()
-    os.write(master, b"t\n")
-    print("pair", b.recv(1).decode(), "pty", os.read(slave, 2).decode().strip())
+    c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c.send(b"q")
+    print("pair", b.recv(1).decode(), d.recv(1).decode())
+    try:
+        master, slave = os.openpty()
+        os.write(master, b"t\n")
+        print("pty", os.read(slave, 2).decode().strip())
+    except OSError as error:
+        print("no pty:", errno.errorcode.get(error.errno, error.errno))
 
 
 CASES = {
@@ -191,7 +215,8 @@ CASES = {
     "packet": packet, "unix": unix, "unix-dgram": unix_dgram, "abstract": abstract,
     "new-link": new_link, "tiocsti": tiocsti, "tiocsti-own": tiocsti_own, "dev-tty": dev_tty,
     "io-uring": io_uring, "x32-socket": x32_socket, "keyring": keyring, "ptrace": ptrace,
-    "read-mem": read_mem, "hostname": hostname, "pair": pair,
+    "read-mem": read_mem, "hostname": hostname, "pair": pair, "limit": limit,
+    "renice": renice, "read-tty": read_tty,
 }
 
 CASES[sys.argv[1]](*sys.argv[2:])
