@@ -92,6 +92,7 @@ pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), F
         remote: matches!(model, Model::Remote(_)),
         config,
         sessions: Mutex::default(),
+        loading: Mutex::default(),
     });
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
@@ -137,6 +138,26 @@ struct Server {
     remote: bool,
     config: Config,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The sessions a `session/load` on this connection is opening: a second load of one is
+    /// told so before it looks at the store, whose lock the first holds (perhaps not yet with
+    /// its pid written).
+    loading: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A session being loaded: out of [`Server::loading`] when the load ends, however it ends.
+struct Loading<'a> {
+    server: &'a Server,
+    id: String,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.server
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
 }
 
 /// One open session: its agent, the tools and jobs behind it, and its place in the store.
@@ -226,6 +247,18 @@ impl Server {
         if self.session(id).is_ok() {
             return Err(already_open());
         }
+        let fresh = self
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.to_owned());
+        if !fresh {
+            return Err(already_open());
+        }
+        let _loading = Loading {
+            server: self,
+            id: id.to_owned(),
+        };
         let resumed = self.store.resume(id).map_err(|error| match error {
             StoreError::NotFound { .. } | StoreError::InvalidId { .. } => unknown_session(id),
             // A load of the same session still opening holds its lock.
