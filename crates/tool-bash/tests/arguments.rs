@@ -257,18 +257,7 @@ async fn timeout_errors_say_which_number_does_not_fit() {
         "1.5",
         "1000.5",
     ] {
-        for (tool, args) in [
-            (
-                "bash",
-                format!(
-                    r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {bad}}}"#
-                ),
-            ),
-            (
-                "job_output",
-                format!(r#"{{"job_id": "bash-1", "wait": true, "timeout_ms": {bad}}}"#),
-            ),
-        ] {
+        for (tool, args) in timeout_calls(bad) {
             let result = r.with_jobs.execute(ToolCall::new("c1", tool, args)).await;
             messages.push(result.error.map(|e| e.message).unwrap_or_default());
         }
@@ -290,6 +279,23 @@ async fn timeout_errors_say_which_number_does_not_fit() {
     assert_eq!(messages, expected);
 }
 
+/// A call of `bash` and one of `job_output` (of the job `bash-1`), each with `timeout_ms`
+/// written as `number`.
+fn timeout_calls(number: &str) -> [(&'static str, String); 2] {
+    [
+        (
+            "bash",
+            format!(
+                r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {number}}}"#
+            ),
+        ),
+        (
+            "job_output",
+            format!(r#"{{"job_id": "bash-1", "wait": true, "timeout_ms": {number}}}"#),
+        ),
+    ]
+}
+
 /// A whole number is an integer however it is written (`1000.0`, `1e3`), as JSON Schema says:
 /// the timeouts of `bash` and `job_output` take it from the model's text and from an in-process
 /// caller's value, where such a number is a float (the agent loop and the MCP server pass one).
@@ -307,18 +313,7 @@ async fn a_whole_number_written_as_a_float_is_a_valid_timeout() {
     assert_eq!(started.error.map(|e| e.message), None);
     let mut outcomes = Vec::new();
     for spelling in ["1000.0", "1e3", "1E3", "1000.000", "10000e-1", "0.1e4"] {
-        for (tool, args) in [
-            (
-                "bash",
-                format!(
-                    r#"{{"command": "true", "description": "Do nothing", "timeout_ms": {spelling}}}"#
-                ),
-            ),
-            (
-                "job_output",
-                format!(r#"{{"job_id": "bash-1", "wait": true, "timeout_ms": {spelling}}}"#),
-            ),
-        ] {
+        for (tool, args) in timeout_calls(spelling) {
             let value: serde_json::Value = serde_json::from_str(&args).unwrap();
             for (form, call) in [
                 ("text", ToolCall::new("c1", tool, args.clone())),

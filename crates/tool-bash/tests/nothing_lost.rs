@@ -397,17 +397,7 @@ async fn past_the_spill_budget_results_say_so_and_the_window_still_works() {
 
     // A background job past the budget still reads its newest output, and says the skipped
     // bytes could not be kept.
-    let (text, _) = execute(&registry, bg("seq 1 100000")).await;
-    assert_eq!(text, "started background job bash-1");
-    jobs.settled("bash-1", None).await.unwrap();
-    let read = jobs.read("bash-1", None).unwrap().text;
-    let (body, note) = read.rsplit_once("\n[").unwrap();
-    let body = format!("{body}\n");
-    assert!(
-        expected.ends_with(&body),
-        "{}",
-        body.get(..100).unwrap_or(&body)
-    );
+    let (body, note) = read_past_its_cap(&registry, &jobs, &expected).await;
     assert_eq!(
         note,
         format!(
@@ -425,6 +415,27 @@ async fn past_the_spill_budget_results_say_so_and_the_window_still_works() {
 
 // ----- The spill cap ------------------------------------------------------------------------
 
+/// Starts `seq 1 100000` in the background, waits for it, and reads it: the body shown (a
+/// tail of `expected`) and the note after it.
+async fn read_past_its_cap(
+    registry: &dsh_tools::ToolRegistry,
+    jobs: &JobRuntime,
+    expected: &str,
+) -> (String, String) {
+    let (text, _) = execute(registry, bg("seq 1 100000")).await;
+    assert_eq!(text, "started background job bash-1");
+    jobs.settled("bash-1", None).await.unwrap();
+    let read = jobs.read("bash-1", None).unwrap().text;
+    let (body, note) = read.rsplit_once("\n[").unwrap();
+    let body = format!("{body}\n");
+    assert!(
+        expected.ends_with(&body),
+        "{}",
+        body.get(..100).unwrap_or(&body)
+    );
+    (body, note.to_owned())
+}
+
 /// A background read past a stream's spill cap names the file that holds the stream's first
 /// bytes and says exactly which of the skipped bytes no file holds (a small cap stands in for
 /// the default 1 GiB).
@@ -439,17 +450,7 @@ async fn a_background_read_past_the_spill_cap_names_the_file_and_the_bytes_it_lo
     let registry = support::bash_registry(executor.clone(), Some(&jobs));
     let expected = seq(100_000);
 
-    let (text, _) = execute(&registry, bg("seq 1 100000")).await;
-    assert_eq!(text, "started background job bash-1");
-    jobs.settled("bash-1", None).await.unwrap();
-    let read = jobs.read("bash-1", None).unwrap().text;
-    let (body, note) = read.rsplit_once("\n[").unwrap();
-    let body = format!("{body}\n");
-    assert!(
-        expected.ends_with(&body),
-        "{}",
-        body.get(..100).unwrap_or(&body)
-    );
+    let (body, note) = read_past_its_cap(&registry, &jobs, &expected).await;
     // The stream's only file holds its first `cap` bytes.
     let files: Vec<std::path::PathBuf> = std::fs::read_dir(executor.spill_dir().unwrap())
         .unwrap()

@@ -478,8 +478,8 @@ impl SandboxedExecutor {
         let confinement = self.confined.confinement();
         let wrapper = confinement.and_then(|c| c.wrapper.as_ref());
         // The wrapper reads its seccomp filter from a pipe the command passes on. Without the
-        // pipe (out of descriptors) the wrapper is told of no filter, and `bwrap` refuses the
-        // missing descriptor: the program fails to start rather than running unfiltered.
+        // pipe (out of descriptors) the wrapper is told of descriptor -1, which `bwrap`
+        // refuses: the program fails to start rather than running unfiltered.
         let seccomp = wrapper
             .filter(|wrapper| !wrapper.seccomp.is_empty())
             .map(|wrapper| {
