@@ -583,6 +583,21 @@ fn fifty_runs_killed_at_random_points_each_resume() {
     let mut crashed = 0;
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap();
+    // How long a run takes from its first event to its end, here and now: the kills fall in
+    // that span, so that most land mid-run however fast this machine is.
+    let span = {
+        let mut child = command(&store, &["run", "--json", "--script", &busy])
+            .env("TMPDIR", &tmp)
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        let begun = Instant::now();
+        std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+        child.wait().unwrap();
+        u64::try_from(begun.elapsed().as_millis()).unwrap().max(20)
+    };
     for run in 0..50 {
         let mut child = command(&store, &["run", "--json", "--script", &busy])
             .env("TMPDIR", &tmp)
@@ -594,7 +609,7 @@ fn fifty_runs_killed_at_random_points_each_resume() {
         out.read_line(&mut first).unwrap();
         let start: Value = serde_json::from_str(&first).unwrap();
         let id = start["sessionId"].as_str().unwrap().to_owned();
-        std::thread::sleep(Duration::from_millis(random.below(500)));
+        std::thread::sleep(Duration::from_millis(random.below(span)));
         child.kill().unwrap();
         child.wait().unwrap();
         // Read tolerantly: the kill may have torn the last line.
@@ -631,10 +646,11 @@ fn fifty_runs_killed_at_random_points_each_resume() {
     // The kills fell mid-run, not only after the runs had ended.
     assert!(
         crashed >= 25,
-        "only {crashed} of 50 runs were killed mid-run (seed {seed})"
+        "only {crashed} of 50 runs were killed mid-run (seed {seed}, span {span} ms)"
     );
     let sessions = list(&store);
-    assert_eq!(sessions.len(), 50);
+    // The fifty, and the one that measured the span.
+    assert_eq!(sessions.len(), 51);
     assert!(
         sessions.iter().all(|s| s["state"] == "ended"),
         "{sessions:?}"
