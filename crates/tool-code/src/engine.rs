@@ -10,10 +10,12 @@ use crate::convert::{self, NotJson};
 use crate::nested::{Bell, NestedCalls, RecordedCall, Started};
 use crate::outcome::{ProgramError, ProgramErrorKind, StopReason};
 use crate::plain::PlainClasses;
+use crate::shape;
+use crate::thrown::ThrownReader;
 use crate::transpile::SourcePositions;
 use rquickjs::context::{EvalOptions, intrinsic};
+use rquickjs::promise::PromiseState;
 use rquickjs::{Array, Context, Ctx, Function, Module, Object, Runtime, Value, WriteOptions};
-use serde::Deserialize;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -134,20 +136,25 @@ fn compile_prelude() -> Result<Vec<u8>, String> {
         Module::declare(ctx.clone(), PRELUDE_FILE, PRELUDE)
             .and_then(|module| module.write(WriteOptions::default()))
             .map_err(|error| match error {
-                rquickjs::Error::Exception => caught(&ctx, error).message,
+                // The prelude is the host's own code: its error is read as it is.
+                rquickjs::Error::Exception => ctx
+                    .catch()
+                    .as_exception()
+                    .and_then(|exception| exception.message())
+                    .unwrap_or_default(),
                 other => other.to_string(),
             })
     })
 }
 
 /// Loads the prelude into the context and calls its `install` with the host's functions and
-/// the tool names; returns its `settle` and `watch`.
+/// the tool names; returns its `settle` and the engine's getter of an Error's stack.
 fn install_prelude<'js>(
     ctx: &Ctx<'js>,
     bytecode: &'static [u8],
     host: HostFunctions<'js>,
     tool_names: &[String],
-) -> rquickjs::Result<(Function<'js>, Function<'js>)> {
+) -> rquickjs::Result<(Function<'js>, Option<Function<'js>>)> {
     // SAFETY: `Module::load` needs valid bytecode of the QuickJS it runs on. These bytes are
     // `Module::write`'s output for the prelude, written by this same QuickJS build in this
     // process and never changed. (The engine copies them as it reads them.)
@@ -165,25 +172,7 @@ fn install_prelude<'js>(
         names.set(index, name.as_str())?;
     }
     let hooks: Object<'js> = install.call((host.call, host.ticket, host.log, names))?;
-    Ok((hooks.get("settle")?, hooks.get("watch")?))
-}
-
-/// The outcome the prelude's `watch` reports, as JSON.
-#[derive(Deserialize)]
-struct Watched {
-    kind: String,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-    #[serde(default)]
-    stack: Option<String>,
-    #[serde(default, rename = "toolName")]
-    tool_name: Option<String>,
-    #[serde(default)]
-    code: Option<String>,
+    Ok((hooks.get("settle")?, hooks.get("errorStack")?))
 }
 
 fn drive(
@@ -193,9 +182,20 @@ fn drive(
     logs: &Rc<RefCell<LogCapture>>,
     nested: &Rc<NestedCalls>,
 ) -> Result<serde_json::Value, ProgramError> {
-    let (settle, watch) = host_functions(ctx, job, logs, nested)
+    // Read before the program runs, like everything else the host relies on.
+    let classes = PlainClasses::of(ctx).map_err(|e| {
+        ProgramError::new(
+            ProgramErrorKind::Engine,
+            format!("the JavaScript engine failed to start a run: {e}"),
+        )
+    })?;
+    let (settle, error_stack) = host_functions(ctx, classes, job, logs, nested)
         .and_then(|host| install_prelude(ctx, prelude, host, &job.tool_names))
-        .map_err(|e| stopped(job).unwrap_or_else(|| caught(ctx, e)))?;
+        .map_err(|e| {
+            stopped(job).unwrap_or_else(|| caught(ctx, &ThrownReader::new(classes, None), e))
+        })?;
+    let reader = ThrownReader::new(classes, error_stack);
+    let caught = |error| caught(ctx, &reader, error);
 
     // The program is the body of an async function: top-level `await` and `return` work.
     let wrapped = format!("(async () => {{\n{}\n}})()", job.javascript);
@@ -204,7 +204,7 @@ fn drive(
     let promise: Value<'_> = match ctx.eval_with_options(wrapped, options) {
         Ok(promise) => promise,
         Err(error) => {
-            let mut failure = caught(ctx, error);
+            let mut failure = caught(error);
             if failure.kind == ProgramErrorKind::Exception
                 && failure.name.as_deref() == Some("SyntaxError")
             {
@@ -213,7 +213,14 @@ fn drive(
             return Err(stopped(job).unwrap_or(failure));
         }
     };
-    let poll: Function<'_> = watch.call((promise,)).map_err(|e| caught(ctx, e))?;
+    // The host reads the program's promise through the engine, never through `then` or any
+    // other property the program could have replaced.
+    let Some(promise) = promise.into_promise() else {
+        return Err(ProgramError::new(
+            ProgramErrorKind::Engine,
+            "the program's async function gave no promise",
+        ));
+    };
 
     loop {
         while ctx.execute_pending_job() {
@@ -224,9 +231,23 @@ fn drive(
         if let Some(error) = stopped(job) {
             return Err(error);
         }
-        let outcome: Option<String> = poll.call(()).map_err(|e| caught(ctx, e))?;
-        if let Some(outcome) = outcome {
-            return finish(&outcome);
+        match promise.state() {
+            PromiseState::Pending => {}
+            PromiseState::Resolved => {
+                let value: Value<'_> = match promise.result() {
+                    Some(Ok(value)) => value,
+                    Some(Err(error)) => return Err(caught(error)),
+                    None => Value::new_undefined(ctx.clone()),
+                };
+                return returned(ctx, &reader, job, value);
+            }
+            PromiseState::Rejected => {
+                let error = match promise.result::<Value<'_>>() {
+                    Some(Err(error)) => error,
+                    _ => rquickjs::Error::Exception,
+                };
+                return Err(stopped(job).unwrap_or_else(|| caught(error)));
+            }
         }
         let settled = nested.take_settled();
         if !settled.is_empty() {
@@ -235,7 +256,7 @@ fn drive(
                     settle.call::<_, ()>((settlement.id, settlement.ok, payload))
                 });
                 if let Err(error) = done {
-                    return Err(stopped(job).unwrap_or_else(|| caught(ctx, error)));
+                    return Err(stopped(job).unwrap_or_else(|| caught(error)));
                 }
             }
             continue;
@@ -263,67 +284,37 @@ fn stopped(job: &EngineJob) -> Option<ProgramError> {
     })
 }
 
-fn finish(outcome: &str) -> Result<serde_json::Value, ProgramError> {
-    let watched: Watched = serde_json::from_str(outcome).map_err(|e| {
-        ProgramError::new(
-            ProgramErrorKind::Engine,
-            format!("the run's outcome could not be read: {e}"),
-        )
-    })?;
-    match watched.kind.as_str() {
-        "value" => {
-            let text = watched.text.unwrap_or_else(|| String::from("null"));
-            serde_json::from_str(&text).map_err(|e| {
-                ProgramError::new(
-                    ProgramErrorKind::NotJson,
-                    format!("the program's returned value could not be read as JSON: {e}"),
-                )
-            })
-        }
-        "not_json" => Err(ProgramError::new(
-            ProgramErrorKind::NotJson,
-            watched.message.unwrap_or_default(),
+/// The program's returned value as JSON, read by the host ([`convert::returned_to_json`]).
+fn returned<'js>(
+    ctx: &Ctx<'js>,
+    reader: &ThrownReader<'js>,
+    job: &EngineJob,
+    value: Value<'js>,
+) -> Result<serde_json::Value, ProgramError> {
+    let not_json = |message: String| ProgramError::new(ProgramErrorKind::NotJson, message);
+    convert::returned_to_json(ctx, reader.classes(), value).map_err(|refusal| match refusal {
+        NotJson::TooDeep => not_json(format!(
+            "the program returned a value {}",
+            shape::too_deep_text()
         )),
-        _ => {
-            let mut error = ProgramError::new(
-                ProgramErrorKind::Exception,
-                watched.message.unwrap_or_default(),
-            );
-            error.name = watched.name;
-            error.stack = watched.stack;
-            error.tool_name = watched.tool_name;
-            error.code = watched.code;
-            Err(error)
-        }
-    }
+        NotJson::Holds { what, path } => not_json(format!(
+            "the program returned {what} at {path}, which is not JSON"
+        )),
+        NotJson::Refused(reason) => not_json(format!(
+            "the program returned a value JSON cannot encode ({reason})"
+        )),
+        NotJson::Stopping(error) => stopped(job).unwrap_or_else(|| caught(ctx, reader, error)),
+        NotJson::OutOfMemory(_) => StopReason::MemoryLimit.error(job.memory_bytes),
+    })
 }
 
-/// The exception an engine call left behind, as a program error.
-fn caught(ctx: &Ctx<'_>, error: rquickjs::Error) -> ProgramError {
+/// The exception an engine call left behind, as a program error, described without running
+/// any of the program's code ([`thrown`]).
+fn caught<'js>(ctx: &Ctx<'js>, reader: &ThrownReader<'js>, error: rquickjs::Error) -> ProgramError {
     if !matches!(error, rquickjs::Error::Exception) {
         return ProgramError::new(ProgramErrorKind::Engine, error.to_string());
     }
-    let thrown = ctx.catch();
-    if let Some(exception) = thrown.as_exception() {
-        let message = exception.message().unwrap_or_default();
-        let name: Option<String> = exception.get("name").ok();
-        let mut failure = ProgramError::new(ProgramErrorKind::Exception, message);
-        failure.stack = exception.stack();
-        failure.name = name;
-        return failure;
-    }
-    let text: Option<String> = ctx
-        .json_stringify(thrown.clone())
-        .ok()
-        .flatten()
-        .and_then(|s| s.to_string().ok());
-    ProgramError::new(
-        ProgramErrorKind::Exception,
-        format!(
-            "the program threw a value that is not an Error: {}",
-            text.unwrap_or_else(|| String::from("(unprintable)"))
-        ),
-    )
+    reader.describe(ctx, &ctx.catch())
 }
 
 /// The file name the engine gives the program in stack traces.
@@ -404,6 +395,7 @@ struct HostFunctions<'js> {
 
 fn host_functions<'js>(
     ctx: &Ctx<'js>,
+    classes: PlainClasses,
     job: &EngineJob,
     logs: &Rc<RefCell<LogCapture>>,
     nested: &Rc<NestedCalls>,
@@ -417,7 +409,6 @@ fn host_functions<'js>(
         .collect();
     let ticket = Rc::new(RefCell::new(Ticket::Limit));
     let left = Rc::clone(&ticket);
-    let classes = PlainClasses::of(ctx)?;
     // `call(index, args, pending)`, for the tool at `index` in the prelude's list, returns the
     // value of a call that succeeded at once; otherwise `pending`, and `ticket()` says what
     // became of the call.
@@ -431,10 +422,18 @@ fn host_functions<'js>(
             let Some(name) = names.get(index) else {
                 return Err(rquickjs::Error::new_from_js("number", "tool"));
             };
-            let args = match convert::to_json(&ctx, classes, args) {
+            let args = match convert::arguments_to_json(&ctx, classes, args) {
                 Ok(args) => args,
                 Err(NotJson::Refused(reason)) => {
                     left.replace(Ticket::NotJson(reason));
+                    return Ok(pending);
+                }
+                Err(NotJson::TooDeep) => {
+                    left.replace(Ticket::NotJson(shape::too_deep_text()));
+                    return Ok(pending);
+                }
+                Err(NotJson::Holds { what, path }) => {
+                    left.replace(Ticket::NotJson(format!("{what} at {path}")));
                     return Ok(pending);
                 }
                 Err(NotJson::Stopping(error)) => return Err(error),

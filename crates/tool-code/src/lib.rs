@@ -21,7 +21,15 @@
 //! it per call, up to a maximum), engine memory (64 MiB), nested calls per run (100), and
 //! captured `console` output (16 KiB, head and tail kept with a note between). Each limit ends
 //! the run with an `error` whose `kind` names it. Cancelling the call interrupts the engine
-//! and cancels the nested calls in flight.
+//! and cancels the nested calls in flight. Values crossing between the program and the host
+//! nest at most [`MAX_VALUE_DEPTH`] (100) levels, both ways: a deeper returned value is a
+//! `not_json` error, deeper arguments reject the call with `INVALID_ARGS`, and a tool's deeper
+//! value rejects it with `INVALID_TOOL_OUTPUT`, each naming the limit.
+//!
+//! The host reads what the program leaves (its returned value, what it threw) itself, through
+//! the engine, never through the program's globals: a program that replaces `JSON.stringify`
+//! or `Promise.prototype.then` changes nothing of its result, and describing a thrown proxy or
+//! an Error with looping getters runs none of the program's code.
 //!
 //! The canonical value is `{ value, error, logs, omitted_log_lines, calls }`: the program's
 //! returned JSON (`null` on failure), the failure if any (`kind`, `message`, and where known
@@ -53,6 +61,8 @@ mod nested;
 mod outcome;
 mod plain;
 mod run;
+mod shape;
+mod thrown;
 mod transpile;
 
 pub use outcome::ProgramErrorKind;
@@ -63,6 +73,14 @@ use dsh_tools::{
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::time::Duration;
+
+/// How many levels of arrays and objects a value crossing between a program and the host may
+/// nest: the program's returned value, a nested call's arguments, and a tool's value handed to
+/// the program. A scalar is 0 levels deep, `{}` and `[]` one, `[[1]]` two. A value one level
+/// deeper is refused, naming this limit. It leaves room under serde_json's recursion limit of
+/// 128 for the envelopes that carry a value (the run's result, its call records, a session log
+/// line), so that whatever a run holds can be written and read back.
+pub const MAX_VALUE_DEPTH: usize = 100;
 
 /// The limits of a run, each with a documented default.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,11 +163,13 @@ fn description(sdk: &str, limits: &CodeModeLimits) -> String {
          `await tools.<name>(args)` resolves to the tool's value or rejects with a \
          ToolCallError (name, toolName, code, message); `return` a JSON value; `console.log` \
          is captured. There is no file system, network, process or clock except through \
-         tools. Limits: {} s wall time (`timeout_ms`), {} MiB memory, {} tool calls per run.\n\n\
+         tools. Limits: {} s wall time (`timeout_ms`), {} MiB memory, {} tool calls per run, \
+         values (arguments, tool values, the returned value) nested at most {} levels deep.\n\n\
          The tools available inside the program:\n\n```ts\n{sdk}```",
         limits.timeout.as_secs(),
         limits.memory_bytes / (1024 * 1024),
         limits.nested_calls,
+        MAX_VALUE_DEPTH,
     )
 }
 

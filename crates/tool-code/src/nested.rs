@@ -7,6 +7,7 @@
 //! wakes the engine, between JavaScript turns; what it waits on (a process, a socket, a timer)
 //! runs on the runtime meanwhile.
 
+use crate::shape;
 use dsh_tools::{ExecContext, RESERVED_TOOL_NAME, ToolCallError, ToolRegistry};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -158,15 +159,18 @@ impl NestedCalls {
         } else {
             let registry = self.registry.clone();
             let ctx = self.ctx.clone();
-            Box::pin(async move { (id, registry.call_value(&name, args, &ctx).await) })
+            let tool = Arc::clone(&name);
+            Box::pin(async move { (id, registry.call_value(&tool, args, &ctx).await) })
         };
         match call.poll_unpin(&mut Context::from_waker(&self.waker)) {
-            // The common case, handed straight back: no settlement, no promise kept waiting.
-            Poll::Ready((id, Ok(value))) => {
-                self.record(id, Ok(Arc::clone(&value)));
-                return Some(Started::Done(value));
-            }
-            Poll::Ready((id, failed)) => self.conclude(id, failed),
+            Poll::Ready((id, outcome)) => match admitted(&name, outcome) {
+                // The common case, handed straight back: no settlement, no promise kept waiting.
+                Ok(value) => {
+                    self.record(id, Ok(Arc::clone(&value)));
+                    return Some(Started::Done(value));
+                }
+                failed => self.conclude(id, failed),
+            },
             Poll::Pending => self.running.borrow_mut().push(call),
         }
         Some(Started::Running(id))
@@ -203,7 +207,13 @@ impl NestedCalls {
         loop {
             let next = self.running.borrow_mut().poll_next_unpin(&mut cx);
             match next {
-                Poll::Ready(Some((id, outcome))) => self.conclude(id, outcome),
+                Poll::Ready(Some((id, outcome))) => {
+                    let outcome = match self.tool_of(id) {
+                        Some(name) => admitted(&name, outcome),
+                        None => outcome,
+                    };
+                    self.conclude(id, outcome);
+                }
                 Poll::Ready(None) | Poll::Pending => return,
             }
         }
@@ -214,6 +224,14 @@ impl NestedCalls {
         let settlement = settlement(id, &outcome);
         self.record(id, outcome);
         self.settled.borrow_mut().push_back(settlement);
+    }
+
+    /// The tool of call `id`.
+    fn tool_of(&self, id: u32) -> Option<Arc<str>> {
+        self.calls
+            .borrow()
+            .get((id as usize).saturating_sub(1))
+            .map(|record| Arc::clone(&record.tool))
     }
 
     /// Records a call's outcome for the result.
@@ -251,6 +269,20 @@ fn settlement(id: u32, outcome: &Outcome) -> Settlement {
                     .unwrap_or_else(|_| Value::Object(serde_json::Map::new())),
             ),
         },
+    }
+}
+
+/// A call's outcome as the program may have it: a tool's value nested deeper than the limit
+/// for values is not handed over (nor recorded), and the call fails with `INVALID_TOOL_OUTPUT`.
+fn admitted(name: &str, outcome: Outcome) -> Outcome {
+    match outcome {
+        Ok(value) if shape::json_too_deep(&value) => Err(ToolCallError {
+            name: "ToolCallError",
+            tool_name: name.to_owned(),
+            code: dsh_tools::FailureCode::InvalidToolOutput,
+            message: format!("the tool's value is {}", shape::too_deep_text()),
+        }),
+        other => other,
     }
 }
 

@@ -10,9 +10,12 @@ use serde::Serialize;
 pub enum ProgramErrorKind {
     /// The program does not parse; `line` and `column` say where.
     Syntax,
-    /// The program threw and nothing caught it; `message` and `stack` say what.
+    /// The program threw and nothing caught it; `message` and `stack` say what. Whatever it
+    /// threw (a proxy, an Error with getters that throw or never return), it is described
+    /// without running any of the program's code.
     Exception,
-    /// The program returned something JSON cannot hold (a function, a symbol, a cycle…).
+    /// The program returned something JSON cannot hold (a function, a symbol, a cycle…), or a
+    /// value nested deeper than [`MAX_VALUE_DEPTH`](crate::MAX_VALUE_DEPTH) levels.
     NotJson,
     /// The wall-time limit elapsed and the engine was interrupted.
     TimeLimit,

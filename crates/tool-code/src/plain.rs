@@ -25,21 +25,30 @@ const MAX_DEPTH: usize = 64;
 /// Integers up to this magnitude are exact doubles, printed by `JSON.stringify` digit for digit.
 const EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
 
-/// The class ids of plain objects and arrays in one runtime.
+/// The class ids of plain objects and arrays in one runtime, and of the collections a returned
+/// value must not hold ([`crate::shape`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlainClasses {
     object: qjs::JSClassID,
     array: qjs::JSClassID,
+    pub(crate) map: qjs::JSClassID,
+    pub(crate) set: qjs::JSClassID,
 }
 
 impl PlainClasses {
-    /// Reads them off a fresh `{}` and `[]`: the engine's own enumeration is not public.
+    /// Reads them off a fresh `{}`, `[]`, `Map` and `Set`: the engine's own enumeration is not
+    /// public. Called before the program runs, while `Map` and `Set` are still the engine's.
     pub(crate) fn of(ctx: &Ctx<'_>) -> rquickjs::Result<PlainClasses> {
         let object = Object::new(ctx.clone())?;
         let array = Array::new(ctx.clone())?;
+        let collections: Array<'_> = ctx.eval("[new Map(), new Set()]")?;
+        let map: Value<'_> = collections.get(0)?;
+        let set: Value<'_> = collections.get(1)?;
         Ok(PlainClasses {
             object: class_id(object.as_value()),
             array: class_id(array.as_value()),
+            map: class_id(&map),
+            set: class_id(&set),
         })
     }
 }
@@ -271,14 +280,14 @@ fn array_length(length: &Value<'_>) -> Option<u32> {
 }
 
 /// An own property as a read sees it.
-enum Own<'js> {
+pub(crate) enum Own<'js> {
     Absent,
     Data(Value<'js>),
     Accessor,
 }
 
 /// QuickJS's class id of an object (0 for any other value).
-fn class_id(value: &Value<'_>) -> qjs::JSClassID {
+pub(crate) fn class_id(value: &Value<'_>) -> qjs::JSClassID {
     // SAFETY: `value` is a live value of this runtime, held by `Value` for the call;
     // `JS_GetClassID` only reads the class id from an object's header and reads nothing of
     // any other value.
@@ -310,8 +319,9 @@ fn has_own<'js>(ctx: &Ctx<'js>, object: &Object<'js>, atom: qjs::JSAtom) -> rqui
 }
 
 /// `object`'s own property `atom` through its descriptor, so that a getter is seen and never
-/// called. `object` is a plain object or array (the caller checked its class).
-fn own_data<'js>(
+/// called. `object` is not a proxy (the caller checked its class): only a proxy runs the
+/// program's code when asked for a descriptor.
+pub(crate) fn own_data<'js>(
     ctx: &Ctx<'js>,
     object: &Object<'js>,
     atom: qjs::JSAtom,
@@ -322,8 +332,8 @@ fn own_data<'js>(
         getter: qjs::JS_UNDEFINED,
         setter: qjs::JS_UNDEFINED,
     };
-    // SAFETY: the context and the object are live and of the same runtime. For a plain object
-    // or array, `JS_GetOwnProperty` either fails (-1, an exception pending), finds nothing (0,
+    // SAFETY: the context and the object are live and of the same runtime. For an object that
+    // is not a proxy, `JS_GetOwnProperty` either fails (-1, an exception pending), finds nothing (0,
     // the descriptor untouched), or sets all four fields (1), each of the three values owned
     // by us; they start as `undefined`, which needs no freeing, so taking all three below is
     // right in every case.
@@ -359,7 +369,7 @@ fn own_data<'js>(
 }
 
 /// A property key as a JavaScript string (shared with the atom, not copied).
-fn atom_string<'js>(ctx: &Ctx<'js>, atom: qjs::JSAtom) -> rquickjs::Result<Value<'js>> {
+pub(crate) fn atom_string<'js>(ctx: &Ctx<'js>, atom: qjs::JSAtom) -> rquickjs::Result<Value<'js>> {
     // SAFETY: the context is live and `atom` is held by the caller's property list;
     // `JS_AtomToString` hands back an owned value (or an exception), which `Value` frees.
     #[allow(unsafe_code)]
@@ -401,16 +411,16 @@ fn string_units<'js>(ctx: &Ctx<'js>, string: &rquickjs::String<'js>) -> rquickjs
     }
 }
 
-/// The enumerable own string keys of a plain object or array, in `JSON.stringify`'s order
-/// (integer keys ascending, then the others as they were made).
-struct PropertyNames<'a, 'js> {
+/// The enumerable own string keys of an object that is not a proxy, in `JSON.stringify`'s
+/// order (integer keys ascending, then the others as they were made).
+pub(crate) struct PropertyNames<'a, 'js> {
     ctx: &'a Ctx<'js>,
     table: *mut qjs::JSPropertyEnum,
     length: u32,
 }
 
 impl<'a, 'js> PropertyNames<'a, 'js> {
-    fn enumerable_strings(
+    pub(crate) fn enumerable_strings(
         ctx: &'a Ctx<'js>,
         object: &Object<'js>,
     ) -> rquickjs::Result<PropertyNames<'a, 'js>> {
@@ -436,7 +446,7 @@ impl<'a, 'js> PropertyNames<'a, 'js> {
         Ok(PropertyNames { ctx, table, length })
     }
 
-    fn atoms(&self) -> impl Iterator<Item = &qjs::JSAtom> {
+    pub(crate) fn atoms(&self) -> impl Iterator<Item = &qjs::JSAtom> {
         let entries: &[qjs::JSPropertyEnum] = if self.table.is_null() {
             &[]
         } else {

@@ -1,71 +1,101 @@
 // The Code Mode prelude, a module compiled once per process and loaded as bytecode in every
 // run. Before the program, the host calls `install` with its three functions and the names of
 // the tools the program may call; it defines `tools`, `ToolCallError` and `console`, and
-// returns the functions the host drives the run with.
+// returns the function the host settles nested calls with and the engine's own getter of an
+// Error's stack (which reads the stack the engine recorded and runs nothing else).
+//
+// The program may replace any global or prototype method (`JSON.stringify`, `Promise.resolve`,
+// `Array.prototype.map`…). So everything the prelude uses later is taken here, before the
+// program runs, and called directly, never looked up as a method; what the host reads of the
+// program (its returned value, what it threw) the host reads itself, through the engine.
 export function install(hostCall, hostTicket, hostLog, toolNames) {
+  const { create, defineProperty, freeze } = Object;
+  const PromiseOf = Promise;
+  const StringOf = String;
+  const stringify = JSON.stringify;
+  const stackDescriptor = Object.getOwnPropertyDescriptor(Error.prototype, "stack");
+  const errorStack = stackDescriptor === undefined ? undefined : stackDescriptor.get;
+
+  // A data property, defined as an assignment would make it, whatever setters or descriptor
+  // fields the program put on the prototypes.
+  const own = (object, key, value) =>
+    defineProperty(object, key, { __proto__: null, value, writable: true, enumerable: true, configurable: true });
 
   class ToolCallError extends Error {
     constructor(detail) {
-      super(String(detail.message));
-      this.name = "ToolCallError";
-      this.toolName = detail.toolName;
-      this.code = detail.code;
+      super(StringOf(detail.message));
+      own(this, "name", "ToolCallError");
+      own(this, "toolName", detail.toolName);
+      own(this, "code", detail.code);
     }
   }
   globalThis.ToolCallError = ToolCallError;
 
-  const pending = new Map();
+  // The promises of calls still running, by call number.
+  const pending = create(null);
   // `detail` is the call's value, or the fields of its ToolCallError.
   const settle = (id, ok, detail) => {
-    const waiter = pending.get(id);
+    const waiter = pending[id];
     if (waiter === undefined) return;
-    pending.delete(id);
+    delete pending[id];
     if (ok) waiter.resolve(detail);
     else waiter.reject(new ToolCallError(detail));
   };
 
   // Handed back by the host when the call did not succeed at once; no value is this object.
-  const PENDING = Object.freeze({});
+  const PENDING = freeze(create(null));
   // The promise of a call that did not succeed at once, after the host said what became of it.
   const waiting = (name) => {
     const ticket = hostTicket();
     if (typeof ticket === "string") {
-      return Promise.reject(
-        new ToolCallError({
-          toolName: name,
-          code: "INVALID_ARGS",
-          message: "the arguments are not JSON: " + ticket,
-        }),
-      );
+      const error = new ToolCallError({
+        toolName: name,
+        code: "INVALID_ARGS",
+        message: "the arguments are not JSON: " + ticket,
+      });
+      return new PromiseOf((resolve, reject) => reject(error));
     }
     // Ticket 0: the nested-call limit is reached and the run is ending; the promise never settles.
-    return new Promise((resolve, reject) => {
-      if (ticket > 0) pending.set(ticket, { resolve, reject });
+    return new PromiseOf((resolve, reject) => {
+      if (ticket > 0) pending[ticket] = { __proto__: null, resolve, reject };
     });
   };
 
   // The host knows the tools by their place in the list.
-  const tools = Object.create(null);
-  toolNames.forEach((name, index) => {
+  const tools = create(null);
+  for (let index = 0; index < toolNames.length; index++) {
+    const name = toolNames[index];
     tools[name] = (args) => {
       const value = hostCall(index, args === undefined ? {} : args, PENDING);
-      return value !== PENDING ? Promise.resolve(value) : waiting(name);
+      return value !== PENDING ? new PromiseOf((resolve) => resolve(value)) : waiting(name);
     };
-  });
-  globalThis.tools = Object.freeze(tools);
+  }
+  globalThis.tools = freeze(tools);
 
+  // A logged value as text; the program's own getters and `toJSON` run here, as in any log.
   const show = (value) => {
     if (typeof value === "string") return value;
     try {
-      const text = JSON.stringify(value);
+      const text = stringify(value);
       if (typeof text === "string") return text;
     } catch (error) {
       // Fall through to the plain conversion.
     }
-    return String(value);
+    try {
+      return StringOf(value);
+    } catch (error) {
+      return "(unprintable)";
+    }
   };
-  const write = (...values) => hostLog(values.map(show).join(" "));
-  globalThis.console = Object.freeze({
+  const write = (...values) => {
+    let line = "";
+    for (let index = 0; index < values.length; index++) {
+      if (index > 0) line += " ";
+      line += show(values[index]);
+    }
+    hostLog(line);
+  };
+  globalThis.console = freeze({
     log: write,
     info: write,
     warn: write,
@@ -73,83 +103,5 @@ export function install(hostCall, hostTicket, hostLog, toolNames) {
     debug: write,
   });
 
-  const describe = (error) => {
-    if (error instanceof Error) {
-      const out = {
-        kind: "exception",
-        name: String(error.name),
-        message: String(error.message),
-        stack: typeof error.stack === "string" ? error.stack : null,
-      };
-      if (error instanceof ToolCallError) {
-        out.toolName = error.toolName;
-        out.code = error.code;
-      }
-      return out;
-    }
-    return {
-      kind: "exception",
-      name: null,
-      message: "the program threw a value that is not an Error: " + show(error),
-      stack: null,
-    };
-  };
-
-  // The returned value must be JSON: JSON.stringify would silently drop functions or turn
-  // them into null, so they are looked for first.
-  const notJson = (what, path) => ({
-    kind: "not_json",
-    message: "the program returned " + what + " at " + path + ", which is not JSON",
-  });
-  const findNonJson = (value, path, seen) => {
-    switch (typeof value) {
-      case "function":
-        return notJson("a function", path);
-      case "symbol":
-        return notJson("a symbol", path);
-      case "bigint":
-        return notJson("a BigInt", path);
-      case "object": {
-        if (value === null) return null;
-        if (seen.has(value)) return notJson("a cycle", path);
-        if (value instanceof Map || value instanceof Set || value instanceof Promise) {
-          return notJson("a " + value.constructor.name, path);
-        }
-        seen.add(value);
-        for (const key of Object.keys(value)) {
-          const found = findNonJson(value[key], path + "." + key, seen);
-          if (found !== null) return found;
-        }
-        seen.delete(value);
-        return null;
-      }
-      default:
-        return null;
-    }
-  };
-
-  const watch = (promise) => {
-    let outcome;
-    promise.then(
-      (value) => {
-        const found = findNonJson(value, "$", new Set());
-        if (found !== null) {
-          outcome = JSON.stringify(found);
-          return;
-        }
-        try {
-          const text = JSON.stringify(value === undefined ? null : value);
-          outcome = JSON.stringify({ kind: "value", text });
-        } catch (error) {
-          outcome = JSON.stringify(notJson("a value JSON cannot encode (" + show(error.message) + ")", "$"));
-        }
-      },
-      (error) => {
-        outcome = JSON.stringify(describe(error));
-      },
-    );
-    return () => outcome;
-  };
-
-  return { settle, watch };
+  return { settle, errorStack };
 }

@@ -5,6 +5,7 @@
 
 #[path = "../../../dsh-tools/tests/support/npm.rs"]
 mod npm;
+mod outcomes;
 #[path = "../../../tool-bash/tests/support/mod.rs"]
 mod support;
 #[path = "../../../dsh-tools/tests/support/typescript.rs"]
