@@ -11,12 +11,16 @@
 //!   group are still swept), watched by an orphan guard; the environment decided by an
 //!   [`EnvPolicy`] (credentials and shell start-up variables withheld by default) and `DSH_*`
 //!   facts managed; SIGTERM → grace → SIGKILL on the whole group; bounded draining after exit;
-//!   head-and-tail output windows with byte-exact spill files in a private directory.
+//!   head-and-tail output windows with byte-exact spill files in a private directory. A
+//!   long-running program that is not a command (a stdio MCP server) runs under the same
+//!   supervisor ([`LocalExecutor::spawn_program`], giving a [`SupervisedProgram`] with piped
+//!   streams): stopped or dropped, it takes everything it started with it.
 //! - `sandbox` (feature `sandbox`, on by default; Linux): the local executor with every command
 //!   confined (read-only, workspace-write or full access; network denied unless allowed), on
 //!   Landlock or bubblewrap, with a seccomp filter and a read-only mount namespace, holding
 //!   against a hostile command also as root, and failing closed when the kernel cannot
-//!   enforce the policy.
+//!   enforce the policy; `SandboxedExecutor::spawn_program` starts a program under the same
+//!   confinement and supervisor.
 //! - [`tool`]: the model-facing `bash` tool and the generic job controls (`job_output`,
 //!   `job_list`, `job_kill`) as plugins, with cards from the `presenters` crate; their
 //!   canonical values are types ([`value`] for `bash`, [`tool::JobOutputValue`] and its
@@ -112,7 +116,10 @@ pub mod value;
 pub use builtin::BuiltinTools;
 pub use env::{EnvInherit, EnvPolicy};
 #[cfg(all(feature = "local", unix))]
-pub use local::{LocalConfig, LocalExecutor, default_max_concurrent_commands};
+pub use local::{
+    ConfinedProgram, LocalConfig, LocalExecutor, ProgramError, SupervisedProgram,
+    default_max_concurrent_commands,
+};
 #[cfg(all(
     feature = "sandbox",
     target_os = "linux",

@@ -29,6 +29,14 @@ mod escalation;
 #[path = "sandbox/hostile.rs"]
 mod hostile;
 
+/// Supervised programs (`SandboxedExecutor::spawn_program`), on both backends, as root and as
+/// a user.
+#[path = "sandbox/program.rs"]
+mod program;
+
+#[path = "support/escapees.rs"]
+mod escapees;
+
 /// Where the tests' directories go: `DSH_SANDBOX_SCRATCH` when set (the hostile table's pass as
 /// another user), else the target's temporary directory, unless it is under `/tmp` (a checkout
 /// there), which bubblewrap hides behind a private one; then `/var/tmp`.
@@ -338,7 +346,8 @@ async fn failures_the_sandbox_cannot_cause_get_no_note(backend: SandboxBackend) 
 }
 
 /// A program that is not a shell command (a stdio MCP server) started through
-/// `SandboxedExecutor::command`: the same roots, private `TMPDIR`, network rule and
+/// `SandboxedExecutor::command` and, supervised, `SandboxedExecutor::spawn_program`: the same
+/// roots, private `TMPDIR`, network rule and
 /// `no_new_privs` as the shell's commands, checked from inside the program; its environment is
 /// exactly the one given, and it runs in the given directory.
 async fn a_program_started_through_the_sandbox_is_confined(backend: SandboxBackend) {
@@ -363,6 +372,15 @@ async fn a_program_started_through_the_sandbox_is_confined(backend: SandboxBacke
             ("PATH", std::env::var_os("PATH").unwrap()),
             ("GIVEN", "yes".into()),
         ]);
+    let expected = (
+        Some(0),
+        format!(
+            "NoNewPrivs:\t1\ninside=0\noutside=1\ntmp=0\nreadable\nconnect=1\n\
+             pwd={} given=yes host=unset\n",
+            dirs.root().display()
+        ),
+    );
+    let supervised = program::output_of(executor.spawn_program(&program).await.unwrap()).await;
     let output = tokio::task::spawn_blocking(move || {
         executor
             .command(&program)
@@ -372,22 +390,17 @@ async fn a_program_started_through_the_sandbox_is_confined(backend: SandboxBacke
     })
     .await
     .unwrap();
-    assert_eq!(
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned()
-        ),
-        (
-            Some(0),
-            format!(
-                "NoNewPrivs:\t1\ninside=0\noutside=1\ntmp=0\nreadable\nconnect=1\n\
-                 pwd={} given=yes host=unset\n",
-                dirs.root().display()
-            )
-        ),
-        "{backend}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    for (how, output) in [("command", output), ("spawn_program", supervised)] {
+        assert_eq!(
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout).into_owned()
+            ),
+            expected,
+            "{backend}, {how}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
     assert!(
         !out.join("written").exists(),
         "{backend}: the write went through"
@@ -406,6 +419,7 @@ async fn table(backend: SandboxBackend) {
     background_jobs_are_confined(backend).await;
     failures_the_sandbox_cannot_cause_get_no_note(backend).await;
     a_program_started_through_the_sandbox_is_confined(backend).await;
+    program::a_supervised_program_loses_what_it_started_on_stop_and_drop(backend).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,12 +1,17 @@
 //! What starting each command under its supervisor costs and leaves behind: supervisors are
 //! reaped (no zombie piles up), a supervisor killed by its own command
 //! neither hangs the call nor breaks the next one, and the orphan guard is not woken by each
-//! command.
+//! command. And a long-running program under the same supervisor
+//! (`LocalExecutor::spawn_program`): its streams are pipes, and whatever it starts outside its
+//! group is killed when it is stopped or dropped.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+
+#[path = "support/escapees.rs"]
+mod escapees;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -168,4 +173,123 @@ async fn the_orphan_guard_is_not_woken_by_each_command() {
     }
     // Each command registered and unregistered its group; the guard slept through all of it.
     assert_eq!(context_switches_of(&program), before);
+}
+
+use escapees::SYSTEM_PATH;
+
+/// The escaping server as a program in `dir`, with `extra` arguments.
+fn escaper(dir: &Path, extra: &[&str]) -> tool_bash::ConfinedProgram {
+    escapees::escaper_program(dir, extra, &[])
+}
+
+/// How long the processes of a stopped program may take to be gone.
+const GONE_BOUND: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_program_takes_what_it_started_with_it_however_it_regrouped() {
+    let dir = tempfile::tempdir().unwrap();
+    let executor = executor();
+    let mut program = executor
+        .spawn_program(&escaper(dir.path(), &[]))
+        .await
+        .unwrap();
+    assert_eq!(program.program(), escapees::system_python());
+    let answer = escapees::ping(&mut program).await;
+    assert!(answer.contains(r#""text": "pong""#), "{answer}");
+    let processes = escapees::escaped(dir.path(), Duration::from_secs(20));
+    escapees::assert_escaped(&processes);
+    assert_eq!(processes[2].pid, program.pid() as i32);
+    // Its stdin closed, the server exits on its own within the grace: its status is its own.
+    let status = program.stop(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    escapees::assert_gone(&processes, GONE_BOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_outlives_its_grace_is_killed_with_everything_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let executor = executor();
+    let mut program = executor
+        .spawn_program(&escaper(dir.path(), &["--ignore-eof"]))
+        .await
+        .unwrap();
+    escapees::ping(&mut program).await;
+    let processes = escapees::escaped(dir.path(), Duration::from_secs(20));
+    escapees::assert_escaped(&processes);
+    let started = Instant::now();
+    let status = program.stop(Duration::from_millis(300)).await.unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{status:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    escapees::assert_gone(&processes, GONE_BOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_dropped_without_a_stop_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let executor = executor();
+    let program = executor
+        .spawn_program(&escaper(dir.path(), &["--ignore-eof"]))
+        .await
+        .unwrap();
+    let processes = escapees::escaped(dir.path(), Duration::from_secs(20));
+    escapees::assert_escaped(&processes);
+    drop(program);
+    escapees::assert_gone(&processes, GONE_BOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_is_found_on_the_path_of_its_own_environment_or_named_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let executor = executor();
+    // Found on its own `PATH`, wherever the host's points; `wait` gives its status.
+    let sh = tool_bash::ConfinedProgram::new("sh", dir.path())
+        .with_args(["-c", "exit 3"])
+        .with_env([("PATH", SYSTEM_PATH)]);
+    let mut program = executor.spawn_program(&sh).await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), program.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(program.stop(Duration::ZERO).await.unwrap().code(), Some(3));
+
+    let missing = |env: Vec<(&str, &str)>| {
+        tool_bash::ConfinedProgram::new("no-such-program-here", dir.path()).with_env(env)
+    };
+    let errors = [
+        executor
+            .spawn_program(&missing(vec![("PATH", "/nonexistent:/also-not")]))
+            .await
+            .unwrap_err()
+            .to_string(),
+        executor
+            .spawn_program(&missing(vec![]))
+            .await
+            .unwrap_err()
+            .to_string(),
+        executor
+            .spawn_program(&tool_bash::ConfinedProgram::new(
+                "/nonexistent/server",
+                dir.path(),
+            ))
+            .await
+            .unwrap_err()
+            .to_string(),
+    ];
+    assert_eq!(
+        errors,
+        [
+            "`no-such-program-here` was not found on PATH (/nonexistent:/also-not)",
+            "`no-such-program-here` was not found on PATH: its environment has no PATH",
+            "cannot start `/nonexistent/server`: No such file or directory (os error 2)",
+        ]
+    );
 }

@@ -21,9 +21,12 @@ pub(super) fn resolve_program(program: &Path) -> PathBuf {
 
 /// The first executable file named `name` in a directory of `PATH`.
 pub(crate) fn find_on_path(name: &Path) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
+    find_in(name, std::env::split_paths(&std::env::var_os("PATH")?))
+}
+
+/// The first executable file named `name` in one of `dirs`.
+pub(super) fn find_in(name: &Path, dirs: impl IntoIterator<Item = PathBuf>) -> Option<PathBuf> {
+    dirs.into_iter()
         .map(|dir| dir.join(name))
         .find(|candidate| {
             std::fs::metadata(candidate)

@@ -28,9 +28,15 @@
 //! shared by every agent of a process, so this bounds the processes a thousand agents fork at
 //! once; a call beyond it waits for a slot, in the order the calls came.
 //!
+//! Programs that are not shell commands (a stdio MCP server) run under the same supervisor:
+//! [`LocalExecutor::spawn_program`] starts one with piped stdin, stdout and stderr and gives a
+//! [`SupervisedProgram`], whose [`stop`](SupervisedProgram::stop) (or drop) kills the program
+//! and everything it started, however it regrouped.
+//!
 //! The module's parts: this file holds the configuration and the executor (run, start, drain);
 //! `spill` the spill directory and budget, `guard` the orphan guard, `group` the process-group
-//! operations (signals, termination, exit status) and `process` the background process handle.
+//! operations (signals, termination, exit status), `process` the background process handle and
+//! `program` the supervised programs.
 
 use crate::env::{EnvPolicy, child_env};
 use crate::launch::{Launch, Restrictions, ShellEnd};
@@ -54,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 mod group;
 mod guard;
 mod process;
+mod program;
 mod spill;
 
 use group::{
@@ -64,6 +71,7 @@ use process::{LocalProcess, ProcessState, lock};
 use spill::{SpillDir, SpillPlace};
 
 pub(crate) use group::find_on_path;
+pub use program::{ConfinedProgram, ProgramError, ProgramOutput, ProgramStdin, SupervisedProgram};
 
 /// Configuration of the local executor.
 #[derive(Clone, Debug)]

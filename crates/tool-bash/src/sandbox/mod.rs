@@ -63,7 +63,6 @@ use crate::shell::{
 use confine::Offered;
 use futures::future::BoxFuture;
 use serde::Serialize;
-use std::ffi::OsString;
 use std::fmt;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -71,55 +70,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A program that is not a shell command, to start under a sandboxed executor's confinement
-/// ([`SandboxedExecutor::command`]): a stdio MCP server, a helper the host runs for the model.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ConfinedProgram {
-    /// The program, found on `PATH` (the one in `env`) when it has no slash.
-    pub program: OsString,
-    /// Its arguments.
-    pub args: Vec<OsString>,
-    /// Its working directory.
-    pub workdir: PathBuf,
-    /// Its whole environment: nothing of the host's is inherited.
-    pub env: Vec<(OsString, OsString)>,
-}
-
-impl ConfinedProgram {
-    /// `program` with no arguments and an empty environment, in `workdir`.
-    pub fn new(program: impl Into<OsString>, workdir: impl Into<PathBuf>) -> ConfinedProgram {
-        ConfinedProgram {
-            program: program.into(),
-            args: Vec::new(),
-            workdir: workdir.into(),
-            env: Vec::new(),
-        }
-    }
-
-    /// With `args`.
-    pub fn with_args<I, A>(mut self, args: I) -> ConfinedProgram
-    where
-        I: IntoIterator<Item = A>,
-        A: Into<OsString>,
-    {
-        self.args = args.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// With `env` as its environment.
-    pub fn with_env<I, N, V>(mut self, env: I) -> ConfinedProgram
-    where
-        I: IntoIterator<Item = (N, V)>,
-        N: Into<OsString>,
-        V: Into<OsString>,
-    {
-        self.env = env
-            .into_iter()
-            .map(|(name, value)| (name.into(), value.into()))
-            .collect();
-        self
-    }
-}
+/// ([`SandboxedExecutor::spawn_program`], [`SandboxedExecutor::command`]).
+pub use crate::local::ConfinedProgram;
 
 /// What a sandboxed command may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -474,6 +426,10 @@ impl SandboxedExecutor {
     /// `program.workdir`; the caller adds its standard streams, process group and the like.
     /// Without confinement (mode `full-access`, or best effort with nothing to enforce with)
     /// it is a plain command.
+    ///
+    /// The command is not supervised: what the program starts outside its process group
+    /// (`setsid`, a double fork) outlives it. [`SandboxedExecutor::spawn_program`] starts the
+    /// same program under a supervisor that kills all of it.
     pub fn command(&self, program: &ConfinedProgram) -> std::process::Command {
         let confinement = self.confined.confinement();
         let wrapper = confinement.and_then(|c| c.wrapper.as_ref());
@@ -523,6 +479,20 @@ impl SandboxedExecutor {
             }
         }
         command
+    }
+
+    /// Starts `program` confined exactly as [`SandboxedExecutor::command`] would (the same
+    /// places, `TMPDIR`, network rule, backend and `no_new_privs`; under bubblewrap inside the
+    /// same `bwrap` command line), and under a supervisor of its own as this executor's commands
+    /// run ([`LocalExecutor::spawn_program`]): whatever the program starts is killed when it is
+    /// stopped or dropped, or when the host dies. It is how a host starts its stdio MCP servers
+    /// inside the sandbox. Without confinement (mode `full-access`, or best effort with nothing
+    /// to enforce with) it is a plain supervised program.
+    pub async fn spawn_program(
+        &self,
+        program: &ConfinedProgram,
+    ) -> Result<crate::local::SupervisedProgram, crate::local::ProgramError> {
+        self.confined.spawn_program(program).await
     }
 
     /// A note for a result that looks like a denial by the sandbox: a non-zero exit with an
