@@ -10,6 +10,18 @@ pub const DEEPSEEK_BASE_URL: &str = "https://api.deepseek.com";
 /// The OpenAI API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The default of [`AdapterConfig::max_response_bytes`]: 4 MiB, an eighth of the session log's
+/// line limit ([`agent_loop::MAX_LINE_BYTES`]), so that a response filling it still makes a log
+/// line `replay` can read, even were JSON escaping to make each of its bytes six (`\u0001`).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = agent_loop::MAX_LINE_BYTES / 8;
+
+/// The most tool calls one response may carry.
+pub const MAX_TOOL_CALLS: usize = 1024;
+
+/// What a server-sent event or a body read whole may hold beyond its share of
+/// [`AdapterConfig::max_response_bytes`]: the JSON around the text.
+const EVENT_FRAMING_BYTES: usize = 64 * 1024;
+
 /// A known provider, which decides the defaults (base URL, key variable) and what a request
 /// may ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +134,9 @@ pub struct Timeouts {
     pub first_byte: Duration,
     /// Between two pieces of the streamed body (keep-alive comments count).
     pub idle: Duration,
+    /// The whole response: from the first request to the last event, retries and their waits
+    /// included. Keep-alive comments do not extend it.
+    pub total: Duration,
 }
 
 impl Default for Timeouts {
@@ -130,18 +145,26 @@ impl Default for Timeouts {
             connect: Duration::from_secs(10),
             first_byte: Duration::from_secs(60),
             idle: Duration::from_secs(90),
+            total: Duration::from_secs(600),
         }
     }
 }
 
 impl Timeouts {
-    /// The given timeouts.
+    /// The given timeouts, with the default total timeout (10 minutes).
     pub fn new(connect: Duration, first_byte: Duration, idle: Duration) -> Timeouts {
         Timeouts {
             connect,
             first_byte,
             idle,
+            ..Timeouts::default()
         }
+    }
+
+    /// Replaces the total timeout of a response.
+    pub fn total(mut self, total: Duration) -> Timeouts {
+        self.total = total;
+        self
     }
 }
 
@@ -219,6 +242,10 @@ pub struct AdapterConfig {
     pub timeouts: Timeouts,
     /// Retries.
     pub retry: RetryPolicy,
+    /// The most bytes of text, reasoning and tool calls (ids, names and arguments) one
+    /// response may carry, together; past it the stream ends with
+    /// [`AdapterError::ResponseTooLarge`]. Default: [`DEFAULT_MAX_RESPONSE_BYTES`].
+    pub max_response_bytes: usize,
 }
 
 impl AdapterConfig {
@@ -234,6 +261,7 @@ impl AdapterConfig {
             max_tokens: None,
             timeouts: Timeouts::default(),
             retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -349,6 +377,21 @@ impl AdapterConfig {
     pub fn retry(mut self, retry: RetryPolicy) -> AdapterConfig {
         self.retry = retry;
         self
+    }
+
+    /// Replaces the bound of one response's text, reasoning and tool calls.
+    pub fn max_response_bytes(mut self, bytes: usize) -> AdapterConfig {
+        self.max_response_bytes = bytes;
+        self
+    }
+
+    /// The most bytes one server-sent event, or a body read whole, may hold: four times
+    /// [`AdapterConfig::max_response_bytes`] (JSON escaping may make text up to six times
+    /// longer, but only for control characters) plus 64 KiB for the JSON around it.
+    pub fn event_limit(&self) -> usize {
+        self.max_response_bytes
+            .saturating_mul(4)
+            .saturating_add(EVENT_FRAMING_BYTES)
     }
 
     /// The endpoint URL.

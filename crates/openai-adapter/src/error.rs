@@ -1,6 +1,8 @@
 //! The adapter's failures. Each becomes the loop's `ModelError` through its message; none
 //! carries the API key.
 
+use crate::redact::Redactor;
+use std::fmt;
 use std::time::Duration;
 
 /// Why a request or its stream failed.
@@ -70,6 +72,41 @@ pub enum AdapterError {
         /// What the transport said.
         detail: String,
     },
+    /// The response took longer than the total timeout.
+    #[error("the response from {provider} took longer than {:?} (total timeout)", .timeout)]
+    TotalTimeout {
+        /// The provider.
+        provider: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The response passed one of its size limits; the rest of it was not read.
+    #[error(
+        "the response from {provider} passed its limit of {limit} {what}; the rest was not read"
+    )]
+    ResponseTooLarge {
+        /// The provider.
+        provider: String,
+        /// Which limit.
+        what: ResponseLimit,
+        /// The limit.
+        limit: usize,
+    },
+    /// A successful status came with a body that is not what was asked for: an HTML page, or
+    /// a body without a single server-sent event.
+    #[error("{provider} answered HTTP {status} with {content_type}, not {expected}: {start}")]
+    UnexpectedBody {
+        /// The provider.
+        provider: String,
+        /// The status code.
+        status: u16,
+        /// The `Content-Type` the server sent (`no Content-Type` without one).
+        content_type: String,
+        /// What was asked for: `an event stream` or `a JSON completion`.
+        expected: &'static str,
+        /// The start of the body, clipped, the key redacted.
+        start: String,
+    },
     /// The stream ended before its end marker or without a finish reason.
     #[error("stream truncated: {0}")]
     Truncated(String),
@@ -97,13 +134,11 @@ pub enum AdapterError {
 }
 
 impl AdapterError {
-    /// The error with every occurrence of `secret` in its texts replaced, for a provider that
-    /// quotes the key it was sent back in its error message.
-    pub(crate) fn redacted(self, secret: &str) -> AdapterError {
-        if secret.is_empty() {
-            return self;
-        }
-        let clean = |text: String| text.replace(secret, "<redacted>");
+    /// The error with every run of the key in its texts redacted (see the `redact` module),
+    /// for a provider that quotes the key it was sent back. The texts were redacted where
+    /// they were made, before any clipping; this is the last line of defence.
+    pub(crate) fn redacted(self, redactor: &Redactor) -> AdapterError {
+        let clean = |text: String| redactor.redact_escaped(&text);
         match self {
             AdapterError::Http {
                 provider,
@@ -138,8 +173,51 @@ impl AdapterError {
                 provider,
                 detail: clean(detail),
             },
+            AdapterError::UnexpectedBody {
+                provider,
+                status,
+                content_type,
+                expected,
+                start,
+            } => AdapterError::UnexpectedBody {
+                provider,
+                status,
+                content_type: clean(content_type),
+                expected,
+                start: clean(start),
+            },
+            AdapterError::Truncated(detail) => AdapterError::Truncated(clean(detail)),
             other => other,
         }
+    }
+}
+
+/// The size limits of one response ([`AdapterError::ResponseTooLarge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResponseLimit {
+    /// The bytes of text, reasoning and tool calls (ids, names and arguments) together:
+    /// `AdapterConfig::max_response_bytes`.
+    Content,
+    /// The bytes of one server-sent event: `AdapterConfig::event_limit`.
+    Event,
+    /// The bytes of a whole body read at once (a non-streamed completion, or one sent in
+    /// answer to a streamed request): `AdapterConfig::event_limit`.
+    Body,
+    /// The number of tool calls: [`crate::MAX_TOOL_CALLS`].
+    ToolCalls,
+}
+
+impl fmt::Display for ResponseLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ResponseLimit::Content => {
+                "bytes of text, reasoning and tool calls (max_response_bytes)"
+            }
+            ResponseLimit::Event => "bytes in one server-sent event",
+            ResponseLimit::Body => "bytes of body",
+            ResponseLimit::ToolCalls => "tool calls",
+        })
     }
 }
 

@@ -7,18 +7,31 @@
 //!   strict projection when configured), `stream: true` and a request for usage. A setting the
 //!   provider would not honour is an error, not a quietly different request.
 //! - Responses stream as text, reasoning and tool-call events; calls are numbered in the order
-//!   they first appear, argument text passes through raw, and `Finish` (with the usage) is the
-//!   last event, sent at the `[DONE]` marker.
+//!   they first appear (a call without an id gets `call_<position>`), argument text passes
+//!   through raw, and `Finish` (with the usage, when the server's counts are valid) is the last
+//!   event, sent at the `[DONE]` marker.
 //! - Failures are typed ([`AdapterError`]): HTTP status and the provider's message; retries of
-//!   429/500/502/503/504 with jittered exponential backoff honouring `Retry-After`, only before
-//!   anything was streamed; connect, first-byte and idle timeouts; truncated streams; malformed
-//!   chunks named by their data line; cancellation that closes the connection.
+//!   429/500/502/503/504 with jittered exponential backoff honouring `Retry-After` (any value
+//!   is an answer: one too large waits longer than `max_delay`, so no retry; a malformed one is
+//!   ignored), only before anything was streamed; connect, first-byte, idle and total
+//!   timeouts; an HTML page or a body without events named by its status, type and start;
+//!   truncated streams; malformed chunks named by their data line; cancellation that closes
+//!   the connection.
+//! - One response is bounded: at most [`AdapterConfig::max_response_bytes`] (default
+//!   [`DEFAULT_MAX_RESPONSE_BYTES`], 4 MiB) of text, reasoning and tool calls, no event or
+//!   whole body over [`AdapterConfig::event_limit`], at most [`MAX_TOOL_CALLS`] calls, and at
+//!   most [`Timeouts::total`] (default 10 minutes) from the first request to the last event.
+//!   Past a limit the stream ends with an error that names it.
 //! - The API key is only ever in the `Authorization` header: `Debug` output, errors, logs and
-//!   events never show it.
+//!   events never show it, and any run of 8 or more of its characters that the server writes
+//!   back (quoted, cut short, split across deltas, upper-cased, or written with JSON escapes
+//!   in a call's arguments or an error's text) becomes `<redacted>` before anything is clipped
+//!   or passed on.
 //!
 //! The modules follow the path of a request: `wire` (the JSON types), `serialize` (request
-//! body), `sse` (HTTP, retries, timeouts, server-sent events), `translate` (chunks to events)
-//! and `adapter`.
+//! body), `sse` (HTTP, retries, timeouts, server-sent events, the event and body limits),
+//! `translate` (chunks to events, the response limits), `redact` (the key out of the server's
+//! text) and `adapter`.
 //!
 //! ```no_run
 //! use agent_loop::{Message, ModelRequest};
@@ -70,6 +83,7 @@ pub struct ReadmeDoctests;
 mod adapter;
 mod config;
 mod error;
+mod redact;
 mod serialize;
 mod sse;
 mod translate;
@@ -78,6 +92,7 @@ mod wire;
 pub use adapter::{OpenAiAdapter, decode_recording};
 pub use agent_loop::ModelEvent;
 pub use config::{
-    AdapterConfig, ApiKey, DEEPSEEK_BASE_URL, OPENAI_BASE_URL, Provider, RetryPolicy, Timeouts,
+    AdapterConfig, ApiKey, DEEPSEEK_BASE_URL, DEFAULT_MAX_RESPONSE_BYTES, MAX_TOOL_CALLS,
+    OPENAI_BASE_URL, Provider, RetryPolicy, Timeouts,
 };
-pub use error::AdapterError;
+pub use error::{AdapterError, ResponseLimit};

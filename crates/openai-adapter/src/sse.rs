@@ -1,15 +1,19 @@
 //! The transport: sending a request (with retries and timeouts) and reading its body as
-//! server-sent events, each `data:` payload numbered in stream order.
+//! server-sent events, each `data:` payload numbered in stream order, no event longer than
+//! the configured limit.
 
-use crate::config::{AdapterConfig, Timeouts};
-use crate::error::AdapterError;
+use crate::config::AdapterConfig;
+use crate::error::{AdapterError, ResponseLimit};
+use crate::redact::{Redactor, clip};
 use crate::wire::ErrorBody;
 use futures::{Stream, StreamExt};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// The statuses worth another attempt: rate limits and transient server failures.
 const RETRYABLE: [u16; 5] = [429, 500, 502, 503, 504];
@@ -17,15 +21,28 @@ const RETRYABLE: [u16; 5] = [429, 500, 502, 503, 504];
 /// The longest error body read for its message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
+/// How much of a body is kept to show its start when it is no answer (an HTML page, a
+/// body without events): enough for [`START_CHARS`] characters once whitespace is folded.
+pub(crate) const START_BYTES: usize = 4 * 1024;
+
+/// The characters of provider text an error message keeps (after redaction).
+pub(crate) const MESSAGE_CHARS: usize = 500;
+
+/// The characters of a body's start that an error shows (after redaction).
+pub(crate) const START_CHARS: usize = 200;
+
 /// The end-of-stream marker.
 pub(crate) const DONE: &str = "[DONE]";
 
 /// Sends the request body and returns the response once its status is a success, retrying as
 /// the policy allows. Nothing has been streamed to the loop yet, so a retry is invisible.
+/// A wait that would end after `deadline` is not made: the answer in hand is the result.
 pub(crate) async fn open(
     client: &reqwest::Client,
     config: &AdapterConfig,
+    redactor: &Redactor,
     body: Vec<u8>,
+    deadline: Option<Instant>,
 ) -> Result<reqwest::Response, AdapterError> {
     let provider = config.provider.to_string();
     let url = config.endpoint();
@@ -60,12 +77,14 @@ pub(crate) async fn open(
                 });
             }
             Ok(Err(error)) => {
-                let detail = describe(&error);
+                let detail = redactor.redact(&describe(&error));
+                let delay = config.retry.backoff(attempts - 1);
                 if (error.is_connect() || error.is_request())
                     && attempts <= config.retry.max_retries
+                    && ends_before(delay, deadline)
                 {
                     tracing::debug!(%provider, %detail, "connection failed; retrying");
-                    config.retry.backoff(attempts - 1)
+                    delay
                 } else {
                     return Err(AdapterError::Connect {
                         provider,
@@ -77,24 +96,33 @@ pub(crate) async fn open(
             Ok(Ok(response)) if response.status().is_success() => return Ok(response),
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
-                let retry_after = retry_after(response.headers());
-                let mut message = error_message(response, config.timeouts).await;
-                if let Some(key) = &config.api_key {
-                    // A provider may quote the key it rejected; it must not reach the logs.
-                    message = message.replace(key.expose(), "<redacted>");
-                }
+                let asked = retry_after(response.headers());
+                // A provider may quote the key it rejected: the message is redacted.
+                let message = error_message(response, config, redactor).await;
                 let retryable = RETRYABLE.contains(&status) && attempts <= config.retry.max_retries;
-                let delay = retry_after.unwrap_or_else(|| config.retry.backoff(attempts - 1));
-                if !retryable || delay > config.retry.max_delay {
-                    return Err(AdapterError::Http {
-                        provider,
-                        status,
-                        message,
-                        attempts,
-                    });
+                let delay = match asked {
+                    RetryAfter::Wait(delay) => Some(delay),
+                    RetryAfter::TooLong => None,
+                    RetryAfter::Unset => Some(config.retry.backoff(attempts - 1)),
                 }
-                tracing::debug!(%provider, status, ?delay, %message, "retryable answer; retrying");
-                delay
+                .filter(|delay| *delay <= config.retry.max_delay && ends_before(*delay, deadline));
+                match delay {
+                    Some(delay) if retryable => {
+                        tracing::debug!(%provider, status, ?delay, %message, "retryable answer; retrying");
+                        delay
+                    }
+                    _ => {
+                        if retryable {
+                            tracing::debug!(%provider, status, ?asked, "the wait the answer asks for is longer than the retry policy or the total timeout allows; not retrying");
+                        }
+                        return Err(AdapterError::Http {
+                            provider,
+                            status,
+                            message,
+                            attempts,
+                        });
+                    }
+                }
             }
         };
         tokio::time::sleep(retry_in).await;
@@ -116,57 +144,138 @@ fn describe(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// The server's requested wait: `retry-after-ms` (OpenAI) or `Retry-After` in seconds.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-    };
-    number("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| number("retry-after").map(Duration::from_secs_f64))
+/// Whether a wait of `delay` from now ends before `deadline` (no deadline: it does).
+fn ends_before(delay: Duration, deadline: Option<Instant>) -> bool {
+    match deadline {
+        None => true,
+        Some(deadline) => Instant::now()
+            .checked_add(delay)
+            .is_some_and(|end| end < deadline),
+    }
 }
 
-/// The provider's message from an error body: the JSON error object's message (and type or
-/// code), else the body's text, else the status's reason.
-async fn error_message(response: reqwest::Response, timeouts: Timeouts) -> String {
+/// What a server's `retry-after-ms` (OpenAI) or `Retry-After` (seconds) header asks for.
+///
+/// A value is a non-negative number (fractions and exponents allowed). One too large for any
+/// clock, infinity included, is [`RetryAfter::TooLong`], which no retry policy waits for; a
+/// negative number, `NaN`, an HTTP date or anything else is no request at all, and the
+/// backoff decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RetryAfter {
+    /// No usable value.
+    Unset,
+    /// Wait this long.
+    Wait(Duration),
+    /// Longer than a [`Duration`] can hold.
+    TooLong,
+}
+
+fn retry_after(headers: &HeaderMap) -> RetryAfter {
+    let asked = |name: &str, unit_per_second: f64| {
+        let value: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
+        if value.is_nan() || value < 0.0 {
+            return None;
+        }
+        Some(match Duration::try_from_secs_f64(value / unit_per_second) {
+            Ok(delay) => RetryAfter::Wait(delay),
+            Err(_) => RetryAfter::TooLong,
+        })
+    };
+    asked("retry-after-ms", 1000.0)
+        .or_else(|| asked("retry-after", 1.0))
+        .unwrap_or(RetryAfter::Unset)
+}
+
+/// The provider's message from an error body, redacted and clipped: the JSON error object's
+/// message (and type or code), else the body's text (an HTML page's flattened), else the
+/// status's reason.
+async fn error_message(
+    response: reqwest::Response,
+    config: &AdapterConfig,
+    redactor: &Redactor,
+) -> String {
     let reason = response
         .status()
         .canonical_reason()
         .unwrap_or("error")
         .to_owned();
+    let html = is_html(content_type(&response).as_deref());
+    let body = read_start(response, config, ERROR_BODY_LIMIT).await;
+    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(&body) {
+        let described = parsed.error.describe();
+        if !described.is_empty() {
+            return redactor.clip(&described, MESSAGE_CHARS);
+        }
+    }
+    let text = redactor.redact_escaped(String::from_utf8_lossy(&body).trim());
+    if text.is_empty() {
+        reason
+    } else if html {
+        format!("an HTML page: {}", clip(&flatten(&text), MESSAGE_CHARS))
+    } else {
+        clip(&text, MESSAGE_CHARS)
+    }
+}
+
+/// The response's `Content-Type`, if it has a readable one.
+pub(crate) fn content_type(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.trim().to_owned())
+}
+
+/// Whether a content type is an HTML page: a login wall, a proxy's or a gateway's error page.
+pub(crate) fn is_html(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|value| {
+        let value = value.to_ascii_lowercase();
+        value.starts_with("text/html") || value.starts_with("application/xhtml")
+    })
+}
+
+/// Whether a content type is the media type of a JSON document.
+pub(crate) fn is_json(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|value| value.to_ascii_lowercase().starts_with("application/json"))
+}
+
+/// Whether a content type is an event stream's.
+pub(crate) fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|value| value.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// The start of a body for a message: redacted, whitespace runs made single spaces, clipped.
+pub(crate) fn body_start(body: &[u8], redactor: &Redactor) -> String {
+    let text = flatten(&redactor.redact_escaped(&String::from_utf8_lossy(body)));
+    if text.is_empty() {
+        String::from("(an empty body)")
+    } else {
+        clip(&text, START_CHARS)
+    }
+}
+
+/// `text` on one line: each run of whitespace becomes one space.
+fn flatten(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// At most `limit` bytes from the start of a body, each piece within the idle timeout; a
+/// failure ends the reading with what came.
+pub(crate) async fn read_start(
+    response: reqwest::Response,
+    config: &AdapterConfig,
+    limit: usize,
+) -> Vec<u8> {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
-    while body.len() < ERROR_BODY_LIMIT {
-        match tokio::time::timeout(timeouts.idle, chunks.next()).await {
+    while body.len() < limit {
+        match tokio::time::timeout(config.timeouts.idle, chunks.next()).await {
             Ok(Some(Ok(bytes))) => body.extend_from_slice(&bytes),
             _ => break,
         }
     }
-    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(&body) {
-        let described = parsed.error.describe();
-        if !described.is_empty() {
-            return described;
-        }
-    }
-    let text = String::from_utf8_lossy(&body);
-    let text = text.trim();
-    if text.is_empty() {
-        reason
-    } else {
-        clip(text, 500)
-    }
-}
-
-/// At most `limit` characters of `text`, with an ellipsis when cut.
-pub(crate) fn clip(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
+    body.truncate(limit);
+    body
 }
 
 /// Why the body stopped yielding bytes.
@@ -176,24 +285,104 @@ enum BodyError {
     Idle,
     #[error("{0}")]
     Transport(String),
+    #[error("an event passed its limit")]
+    EventTooLarge,
 }
 
-/// The body's bytes, failing once no bytes came for the idle timeout.
-struct IdleBody {
+/// The size of the server-sent event being received: its bytes since the last blank line
+/// (line ends not counted; `\r\n`, `\n` and `\r` all end a line).
+#[derive(Debug)]
+struct EventSize {
+    bytes: usize,
+    line_empty: bool,
+    after_cr: bool,
+}
+
+impl EventSize {
+    fn new() -> EventSize {
+        EventSize {
+            bytes: 0,
+            line_empty: true,
+            after_cr: false,
+        }
+    }
+
+    /// Takes the next piece of the body; false as soon as one event passes `limit`.
+    fn take(&mut self, piece: &[u8], limit: usize) -> bool {
+        for &byte in piece {
+            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
+                continue;
+            }
+            if byte == b'\r' || byte == b'\n' {
+                if self.line_empty {
+                    self.bytes = 0;
+                }
+                self.line_empty = true;
+                self.after_cr = byte == b'\r';
+            } else {
+                self.line_empty = false;
+                self.bytes += 1;
+                if self.bytes > limit {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// The body's bytes, failing once no bytes came for the idle timeout or one event passes the
+/// event limit, and keeping the body's first bytes for a message about it.
+struct GuardedBody {
     inner: Pin<Box<dyn Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     idle: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
+    event: EventSize,
+    event_limit: usize,
+    start: Arc<Mutex<Vec<u8>>>,
 }
 
-impl Stream for IdleBody {
+impl GuardedBody {
+    fn new(response: reqwest::Response, config: &AdapterConfig) -> GuardedBody {
+        let idle = config.timeouts.idle;
+        GuardedBody {
+            inner: Box::pin(response.bytes_stream()),
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
+            event: EventSize::new(),
+            event_limit: config.event_limit(),
+            start: Arc::default(),
+        }
+    }
+
+    fn keep_start(&self, piece: &[u8]) {
+        if let Ok(mut start) = self.start.lock() {
+            let room = START_BYTES.saturating_sub(start.len());
+            start.extend_from_slice(&piece[..room.min(piece.len())]);
+        }
+    }
+}
+
+impl Stream for GuardedBody {
     type Item = Result<bytes::Bytes, BodyError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.inner.as_mut().poll_next(cx) {
-            Poll::Ready(Some(item)) => {
-                let deadline = tokio::time::Instant::now() + self.idle;
-                self.timer.as_mut().reset(deadline);
-                Poll::Ready(Some(item.map_err(|e| BodyError::Transport(describe(&e)))))
+            Poll::Ready(Some(Ok(piece))) => {
+                // A configured idle timeout too long for the clock is no timeout.
+                if let Some(deadline) = Instant::now().checked_add(self.idle) {
+                    self.timer.as_mut().reset(deadline);
+                }
+                self.keep_start(&piece);
+                let limit = self.event_limit;
+                if self.event.take(&piece, limit) {
+                    Poll::Ready(Some(Ok(piece)))
+                } else {
+                    Poll::Ready(Some(Err(BodyError::EventTooLarge)))
+                }
+            }
+            Poll::Ready(Some(Err(error))) => {
+                Poll::Ready(Some(Err(BodyError::Transport(describe(&error)))))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => match self.timer.as_mut().poll(cx) {
@@ -204,61 +393,80 @@ impl Stream for IdleBody {
     }
 }
 
-/// The whole body of a non-streamed response, each piece within the idle timeout.
+/// The whole body of a response read at once, each piece within the idle timeout, at most
+/// the event limit long.
 pub(crate) async fn read_body(
     response: reqwest::Response,
     config: &AdapterConfig,
+    redactor: &Redactor,
 ) -> Result<Vec<u8>, AdapterError> {
+    let provider = config.provider.to_string();
+    let limit = config.event_limit();
     let idle = config.timeouts.idle;
-    let mut body = IdleBody {
-        inner: Box::pin(response.bytes_stream()),
-        idle,
-        timer: Box::pin(tokio::time::sleep(idle)),
-    };
+    let mut chunks = response.bytes_stream();
     let mut bytes = Vec::new();
-    while let Some(piece) = body.next().await {
-        match piece {
-            Ok(piece) => bytes.extend_from_slice(&piece),
-            Err(BodyError::Idle) => {
+    loop {
+        match tokio::time::timeout(idle, chunks.next()).await {
+            Err(_) => {
                 return Err(AdapterError::IdleTimeout {
-                    provider: config.provider.to_string(),
+                    provider,
                     timeout: idle,
                 });
             }
-            Err(BodyError::Transport(detail)) => {
+            Ok(None) => return Ok(bytes),
+            Ok(Some(Ok(piece))) => {
+                if bytes.len().saturating_add(piece.len()) > limit {
+                    return Err(AdapterError::ResponseTooLarge {
+                        provider,
+                        what: ResponseLimit::Body,
+                        limit,
+                    });
+                }
+                bytes.extend_from_slice(&piece);
+            }
+            Ok(Some(Err(error))) => {
                 return Err(AdapterError::Stream {
-                    provider: config.provider.to_string(),
-                    detail,
+                    provider,
+                    detail: redactor.redact(&describe(&error)),
                 });
             }
         }
     }
-    Ok(bytes)
 }
+
+/// The first bytes of a streamed body, shared with the stream that reads it: what a message
+/// about a body without events shows.
+pub(crate) type BodyStart = Arc<Mutex<Vec<u8>>>;
 
 /// One `data:` payload and its 1-based number among the stream's data payloads.
 pub(crate) type DataLine = (usize, String);
+
+/// The `data:` payloads of a body.
+pub(crate) type DataLines = Pin<Box<dyn Stream<Item = Result<DataLine, AdapterError>> + Send>>;
 
 /// The `data:` payloads of a response body, in order; events without data (comments,
 /// keep-alives) are skipped. The stream ends with the body.
 pub(crate) fn data_lines(
     response: reqwest::Response,
     config: &AdapterConfig,
-) -> Pin<Box<dyn Stream<Item = Result<DataLine, AdapterError>> + Send>> {
+) -> (DataLines, BodyStart) {
     let provider = config.provider.to_string();
     let idle = config.timeouts.idle;
-    let body = IdleBody {
-        inner: Box::pin(response.bytes_stream()),
-        idle,
-        timer: Box::pin(tokio::time::sleep(idle)),
-    };
-    Box::pin(numbered(
+    let event_limit = config.event_limit();
+    let body = GuardedBody::new(response, config);
+    let start = Arc::clone(&body.start);
+    let lines = Box::pin(numbered(
         sse_stream::SseByteStream::new(body),
         move |error| match error {
             sse_stream::Error::Body(inner) => match inner.downcast_ref::<BodyError>() {
                 Some(BodyError::Idle) => AdapterError::IdleTimeout {
                     provider: provider.clone(),
                     timeout: idle,
+                },
+                Some(BodyError::EventTooLarge) => AdapterError::ResponseTooLarge {
+                    provider: provider.clone(),
+                    what: ResponseLimit::Event,
+                    limit: event_limit,
                 },
                 _ => AdapterError::Stream {
                     provider: provider.clone(),
@@ -270,7 +478,8 @@ pub(crate) fn data_lines(
                 detail: other.to_string(),
             },
         },
-    ))
+    ));
+    (lines, start)
 }
 
 /// The `data:` payloads of a recorded stream (the whole body in memory).

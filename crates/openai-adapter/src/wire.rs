@@ -2,8 +2,9 @@
 //! carries. Only the fields the adapter reads or writes are declared; unknown chunk fields are
 //! ignored, so providers may add their own.
 
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::fmt;
 
 /// A request body.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -91,6 +92,7 @@ pub(crate) struct WireFunction {
 pub(crate) struct ChatChunk {
     #[serde(default)]
     pub(crate) choices: Vec<ChunkChoice>,
+    /// Read leniently (see [`WireUsage`]).
     #[serde(default)]
     pub(crate) usage: Option<WireUsage>,
     /// Some providers report a failure inside the stream, after a `200` status.
@@ -141,13 +143,166 @@ pub(crate) struct FunctionDelta {
     pub(crate) arguments: Option<String>,
 }
 
-/// Token counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// The prompt and completion token counts of a `usage` object, each `None` unless it is a
+/// whole number a `u64` holds: a server's `null`, fraction, negative number, text or
+/// overflowing count is unknown, not a reason to fail the response. A `usage` that is no
+/// object has no counts. Whatever else it holds is skipped as it is read, never built into a
+/// value tree: a 16 MiB array of numbers costs no memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct WireUsage {
-    #[serde(default)]
-    pub(crate) prompt_tokens: u64,
-    #[serde(default)]
-    pub(crate) completion_tokens: u64,
+    pub(crate) prompt_tokens: Option<u64>,
+    pub(crate) completion_tokens: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for WireUsage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(Lenient::<WireUsage>::default())
+    }
+}
+
+/// A token count, or `None` for any other JSON value (skipped as it is read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Count(Option<u64>);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(Lenient::<Count>::default())
+    }
+}
+
+/// An error's `code`: text, or a number written as text; any other JSON value is no code.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WireCode(pub(crate) Option<String>);
+
+impl<'de> Deserialize<'de> for WireCode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(Lenient::<WireCode>::default())
+    }
+}
+
+/// The visitor of a leniently read `T`: what `T` keeps of a JSON value, and everything else
+/// skipped with [`IgnoredAny`] (an array or object is drained element by element).
+struct Lenient<T>(std::marker::PhantomData<T>);
+
+impl<T> Default for Lenient<T> {
+    fn default() -> Self {
+        Lenient(std::marker::PhantomData)
+    }
+}
+
+/// What a leniently read value keeps of each kind of JSON value; the default keeps nothing.
+trait LenientRead: Default {
+    const EXPECTING: &'static str;
+    fn unsigned(value: u64) -> Self {
+        let _ = value;
+        Self::default()
+    }
+    fn signed(value: i64) -> Self {
+        u64::try_from(value).map_or_else(|_| Self::default(), Self::unsigned)
+    }
+    fn float(value: f64) -> Self {
+        let _ = value;
+        Self::default()
+    }
+    fn text(value: &str) -> Self {
+        let _ = value;
+        Self::default()
+    }
+    fn object<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Self::default())
+    }
+}
+
+impl LenientRead for Count {
+    const EXPECTING: &'static str = "a token count";
+    fn unsigned(value: u64) -> Self {
+        Count(Some(value))
+    }
+}
+
+impl LenientRead for WireCode {
+    const EXPECTING: &'static str = "an error code";
+    fn unsigned(value: u64) -> Self {
+        WireCode(Some(value.to_string()))
+    }
+    fn signed(value: i64) -> Self {
+        WireCode(Some(value.to_string()))
+    }
+    fn float(value: f64) -> Self {
+        WireCode(Some(value.to_string()))
+    }
+    fn text(value: &str) -> Self {
+        WireCode(Some(value.to_owned()))
+    }
+}
+
+/// The fields of a `usage` object the adapter reads; any other is skipped.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum UsageField {
+    PromptTokens,
+    CompletionTokens,
+    #[serde(other)]
+    Other,
+}
+
+impl LenientRead for WireUsage {
+    const EXPECTING: &'static str = "a usage object";
+    fn object<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut usage = WireUsage::default();
+        while let Some(field) = map.next_key::<UsageField>()? {
+            match field {
+                UsageField::PromptTokens => usage.prompt_tokens = map.next_value::<Count>()?.0,
+                UsageField::CompletionTokens => {
+                    usage.completion_tokens = map.next_value::<Count>()?.0;
+                }
+                UsageField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(usage)
+    }
+}
+
+impl<'de, T: LenientRead> Visitor<'de> for Lenient<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(T::EXPECTING)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<T, E> {
+        Ok(T::signed(value))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<T, E> {
+        Ok(T::unsigned(value))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<T, E> {
+        Ok(T::float(value))
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<T, E> {
+        Ok(T::text(value))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(T::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::object(map)
+    }
 }
 
 /// A whole (non-streamed) completion.
@@ -194,7 +349,7 @@ pub(crate) struct CompletionToolCall {
 
 impl Completion {
     /// The completion as the one chunk that would have streamed it, so both modes share the
-    /// translation. A call without an id gets `call_N` (some local servers leave it out).
+    /// translation (which gives a call without an id one).
     pub(crate) fn into_chunk(self) -> ChatChunk {
         ChatChunk {
             choices: self
@@ -211,7 +366,7 @@ impl Completion {
                                 .zip(0u32..)
                                 .map(|(call, index)| ToolCallDelta {
                                     index,
-                                    id: call.id.or_else(|| Some(format!("call_{index}"))),
+                                    id: call.id,
                                     function: call.function,
                                 })
                                 .collect()
@@ -233,18 +388,18 @@ pub(crate) struct WireError {
     pub(crate) message: Option<String>,
     #[serde(default, rename = "type")]
     pub(crate) kind: Option<String>,
+    /// Read leniently (see [`WireCode`]).
     #[serde(default)]
-    pub(crate) code: Option<Value>,
+    pub(crate) code: WireCode,
 }
 
 impl WireError {
     /// The provider's message, with its type or code when it gave one.
     pub(crate) fn describe(&self) -> String {
         let message = self.message.clone().unwrap_or_default();
-        let label = match (&self.kind, &self.code) {
+        let label = match (&self.kind, &self.code.0) {
             (Some(kind), _) if !kind.is_empty() => Some(kind.clone()),
-            (_, Some(Value::String(code))) => Some(code.clone()),
-            (_, Some(code)) if !code.is_null() => Some(code.to_string()),
+            (_, Some(code)) => Some(code.clone()),
             _ => None,
         };
         match label {
@@ -259,4 +414,27 @@ impl WireError {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub(crate) struct ErrorBody {
     pub(crate) error: WireError,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_error_code_is_text_or_a_number_and_anything_else_is_no_code() {
+        for (code, expected) in [
+            (r#""invalid_api_key""#, "boom (invalid_api_key)"),
+            ("429", "boom (429)"),
+            ("-1", "boom (-1)"),
+            ("null", "boom"),
+            ("[1,[2,{}]]", "boom"),
+            (r#"{"a":[1]}"#, "boom"),
+            ("true", "boom"),
+        ] {
+            let body = format!(r#"{{"error":{{"message":"boom","code":{code}}}}}"#);
+            let body: ErrorBody = serde_json::from_str(&body).unwrap();
+            assert_eq!(body.error.describe(), expected, "{code}");
+        }
+    }
 }

@@ -1,14 +1,21 @@
 //! A small HTTP/1.1 server on 127.0.0.1 that answers each connection with the next scripted
-//! reply and records what it was sent: the provider's side of the adapter tests, offline.
+//! reply and records what it was sent: the provider's side of the adapter tests, offline; and
+//! the adapter's side every test starts from (a configuration for the server, a request, the
+//! collected stream).
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unreachable_pub)]
 
+use agent_loop::{Message, ModelEvent, ModelRequest};
+use futures::StreamExt;
+use openai_adapter::{AdapterConfig, AdapterError, ApiKey, OpenAiAdapter, RetryPolicy, Timeouts};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// A piece of a reply body.
 #[derive(Clone, Debug)]
@@ -17,6 +24,10 @@ pub enum Part {
     Text(String),
     /// Write nothing more, and wait until the client closes the connection.
     Hang,
+    /// The text written this many times, without holding it all at once.
+    Repeat(String, usize),
+    /// The text written at this interval until the client closes the connection.
+    Every(String, std::time::Duration),
 }
 
 /// One scripted answer.
@@ -166,6 +177,20 @@ async fn serve(
                 }
                 let _ = socket.flush().await;
             }
+            Part::Repeat(text, times) => {
+                for _ in 0..times {
+                    if socket.write_all(text.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Part::Every(text, interval) => loop {
+                if socket.write_all(text.as_bytes()).await.is_err() {
+                    let _ = closed.send(());
+                    return;
+                }
+                tokio::time::sleep(interval).await;
+            },
             Part::Hang => {
                 let mut buffer = [0u8; 64];
                 // The client sends nothing more; a read returns once it closes.
@@ -223,4 +248,108 @@ async fn read_request(socket: &mut TcpStream) -> Option<Received> {
         headers,
         body,
     })
+}
+
+/// Its characters end none of the streamed texts, so the key's redaction never holds a
+/// delta's tail back for the next one (`secrets.rs` covers that).
+pub(crate) const KEY: &str = "QZ7XJ9VW8YQZXJ7VW9QZ";
+
+pub(crate) type Item = Result<ModelEvent, AdapterError>;
+
+pub(crate) fn fast_timeouts() -> Timeouts {
+    Timeouts::new(
+        Duration::from_secs(5),
+        Duration::from_secs(5),
+        Duration::from_secs(5),
+    )
+}
+
+pub(crate) fn openai(server: &Server) -> AdapterConfig {
+    AdapterConfig::openai("gpt-4o-mini")
+        .base_url(&server.base_url())
+        .api_key(ApiKey::new(KEY))
+        .timeouts(fast_timeouts())
+        .retry(RetryPolicy::new(
+            2,
+            Duration::from_millis(1),
+            Duration::from_secs(5),
+        ))
+}
+
+pub(crate) fn deepseek(server: &Server, model: &str) -> AdapterConfig {
+    AdapterConfig::deepseek(model)
+        .base_url(&server.base_url())
+        .api_key(ApiKey::new(KEY))
+        .timeouts(fast_timeouts())
+        .retry(RetryPolicy::new(
+            2,
+            Duration::from_millis(1),
+            Duration::from_secs(5),
+        ))
+}
+
+pub(crate) fn hello() -> ModelRequest {
+    ModelRequest::new("Be brief.", vec![Message::user("Say hello.")], vec![])
+}
+
+pub(crate) async fn collect(config: AdapterConfig, request: &ModelRequest) -> Vec<Item> {
+    let adapter = OpenAiAdapter::new(config).unwrap();
+    let events = adapter.events(request, CancellationToken::new());
+    tokio::time::timeout(Duration::from_secs(20), events.collect::<Vec<_>>())
+        .await
+        .expect("the stream did not end")
+}
+
+pub(crate) fn text(delta: &str) -> Item {
+    Ok(ModelEvent::TextDelta(delta.into()))
+}
+
+/// Set in the child process [`peak_rss_of_test`] starts: where the test it runs reports its
+/// peak.
+const PEAK_RSS_ENV: &str = "OPENAI_ADAPTER_TEST_REPORT_PEAK_RSS";
+
+/// Runs the test `name` (its full path) of this binary alone in a child process and returns
+/// that process's peak resident memory in bytes, as the test reported it with
+/// [`report_peak_rss`] (`VmHWM` of its `/proc/self/status`, written to a file the child is
+/// given in [`PEAK_RSS_ENV`]). The test must pass.
+pub(crate) fn peak_rss_of_test(name: &str) -> u64 {
+    let report = std::env::temp_dir().join(format!(
+        "peak-rss-{}-{}",
+        std::process::id(),
+        name.replace("::", "-")
+    ));
+    let _ = std::fs::remove_file(&report);
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1"])
+        .env(PEAK_RSS_ENV, &report)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{name} failed in the child: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let peak = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("{name} reported no peak (did it run?): {e}"));
+    let _ = std::fs::remove_file(&report);
+    peak.trim().parse().unwrap()
+}
+
+/// In the child process of [`peak_rss_of_test`], writes this process's peak resident memory
+/// in bytes to the file it names; elsewhere nothing.
+pub(crate) fn report_peak_rss() {
+    let Some(report) = std::env::var_os(PEAK_RSS_ENV) else {
+        return;
+    };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(report, (kib * 1024).to_string()).unwrap();
 }
