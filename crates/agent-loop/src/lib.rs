@@ -22,7 +22,7 @@
 //! gathers notices settling together into one request, and [`Agent::dispose`] records the
 //! ones no request took as `context/undelivered`); a session log that cannot be written is an
 //! error the host sees ([`Agent::log_error`], an `error` event); and logs are read a line at a
-//! time, with at most [`MAX_LINE_BYTES`] per line.
+//! time, with at most [`MAX_LINE_BYTES`] per line, which the writer never exceeds.
 //!
 //! It deliberately does not talk HTTP to a model provider (that is an adapter's job; the
 //! `mock-adapter` crate is the scripted one), render cards (`presenters`), or run shell
@@ -38,13 +38,15 @@
 //!   `agent/scheduling` (how one message's tool calls run) and `agent/directory`
 //!   ([`AgentDirectory`]);
 //! - `event`: [`SessionEvent`] and [`EventRecord`], the wire format of subscribers and logs;
-//! - `log`: the JSONL session log, written ([`SessionLogWriter`]) and read a line at a time
-//!   ([`SessionLog`]);
+//! - `log`: the JSONL session log, written ([`SessionLogWriter`], with `log/bound` keeping every
+//!   line within [`MAX_LINE_BYTES`]) and read a line at a time ([`SessionLog`]);
 //! - `model`: the model seam ([`ModelAdapter`], [`ModelRequest`], [`ModelEvent`]) and the
 //!   shared [`History`];
 //! - `replay`: logs back into cards ([`replay_cards`], [`CardTracker`]);
 //! - `store` (Unix): [`SessionStore`] and [`FsSessionStore`], with `store/lock` (one writer per
-//!   session) and `store/disk` (private files, torn-tail repair, sizes).
+//!   session) and `store/disk` (files opened beneath directory handles without following links,
+//!   the checks of kind, owner and mode, the torn-tail bound, sizes), `store/error`
+//!   ([`StoreError`]) and `store/info` (what `list` reports of each session).
 //!
 //! # Example
 //!
@@ -94,8 +96,8 @@ pub use agent::{
 };
 pub use event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
 pub use log::{
-    LogEntry, LogLines, LogReadError, LogWriteError, MAX_LINE_BYTES, RepairedLine, SessionLog,
-    SessionLogWriter, SkippedLine,
+    LOG_LINE_TOO_LONG, LogEntry, LogLines, LogReadError, LogWriteError, MAX_LINE_BYTES,
+    RepairedLine, SessionLog, SessionLogWriter, SkippedLine,
 };
 pub use model::{
     AssistantToolCall, FinishReason, History, Message, ModelAdapter, ModelError, ModelEvent,
@@ -104,6 +106,6 @@ pub use model::{
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
 #[cfg(unix)]
 pub use store::{
-    EVENTS_FILE, FsSessionStore, PrunePolicy, PruneReport, ResumedSession, SPILL_DIR, SessionInfo,
-    SessionLease, SessionState, SessionStore, StoreError, TornTail,
+    EVENTS_FILE, FsSessionStore, PrunePolicy, PruneReport, Refusal, ResumedSession, SPILL_DIR,
+    SessionInfo, SessionLease, SessionState, SessionStore, StoreError, TornTail,
 };

@@ -1,5 +1,10 @@
-//! The JSONL session log: an append-only writer, a tolerant reader, and history restoration
-//! for resuming a session.
+//! The JSONL session log: an append-only writer whose lines never pass the reader's limit
+//! (`log/bound`), a tolerant reader, and history restoration for resuming a session.
+
+mod bound;
+
+pub use bound::LOG_LINE_TOO_LONG;
+pub(crate) use bound::log_line;
 
 use crate::event::{EventRecord, SessionEvent};
 use crate::model::Message;
@@ -12,7 +17,11 @@ use std::path::{Path, PathBuf};
 /// The longest log line the reader accepts, in bytes (32 MiB). The reader holds at most one
 /// line in memory, so this bounds what reading a log costs however large (or endless, like
 /// `/dev/zero`) the file is. A longer line is an error ([`LogReadError::LineTooLong`]), not a
-/// line to skip: finding where it ends would mean reading it all.
+/// line to skip: finding where it ends would mean reading it all. The writer never writes one:
+/// an event too long for a line has its longest texts cut to fit, each ending in a note of how
+/// many bytes went (`… [N bytes cut here: a session log line holds at most 33554432 bytes]`),
+/// or, when texts are not its bulk, is written as an `error` event coded
+/// [`LOG_LINE_TOO_LONG`].
 pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Appends one JSON object per line, flushed per event.
@@ -23,14 +32,22 @@ pub struct SessionLogWriter {
 }
 
 impl SessionLogWriter {
-    /// Opens (creating, or appending to) a log file.
+    /// Opens (creating, or appending to) a log file by its path, following symbolic links as
+    /// any path does. A session of a store is written through
+    /// [`SessionLogWriter::from_file`] with the file the store checked instead.
     pub fn open(path: impl AsRef<Path>) -> io::Result<SessionLogWriter> {
         let path = path.as_ref();
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Ok(SessionLogWriter {
+        Ok(SessionLogWriter::from_file(file, path))
+    }
+
+    /// A writer appending to `file`, already open (for appending, or positioned at its end),
+    /// whose path is `path` (for messages only: nothing is opened by it).
+    pub fn from_file(file: File, path: impl Into<PathBuf>) -> SessionLogWriter {
+        SessionLogWriter {
             file,
-            path: path.to_owned(),
-        })
+            path: path.into(),
+        }
     }
 
     /// The log file.
@@ -38,10 +55,10 @@ impl SessionLogWriter {
         &self.path
     }
 
-    /// Appends one record as a line. One write per line, so a crash leaves at most a truncated
-    /// last line, which the reader skips.
+    /// Appends one record as a line, bounded by [`MAX_LINE_BYTES`] (see there). One write per
+    /// line, so a crash leaves at most a truncated last line, which the reader skips.
     pub fn append(&mut self, record: &EventRecord) -> io::Result<()> {
-        let mut line = record.to_json_line();
+        let mut line = log_line(record);
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
         self.file.flush()
@@ -306,7 +323,7 @@ impl SessionLog {
         Ok(LogLines::new(BufReader::new(file), MAX_LINE_BYTES))
     }
 
-    fn push(&mut self, entry: LogEntry) {
+    pub(crate) fn push(&mut self, entry: LogEntry) {
         match entry {
             LogEntry::Event(record) => self.events.push(record),
             LogEntry::Repaired(record, repaired) => {

@@ -683,3 +683,84 @@ proptest! {
         run_script(steps);
     }
 }
+
+#[tokio::test]
+async fn an_event_too_long_for_a_log_line_is_cut_to_fit_and_the_log_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.jsonl");
+    // An answer of 24 MiB, half of it quotes (each escaped to two bytes, so 36 MiB in JSON),
+    // and a tool result of the same: each alone is longer than a log line may be.
+    let huge: String = "a\"".repeat(12 * 1024 * 1024);
+    let registry = ToolRegistry::new();
+    let big = huge.clone();
+    registry
+        .register(tool("big", false, move |_, _| {
+            let big = big.clone();
+            async move { Ok(json!(big)) }
+        }))
+        .unwrap();
+    let mock = MockAdapter::new([
+        Step::from(Response::calls([ScriptedCall::json(
+            "c1",
+            "big",
+            json!({}),
+        )])),
+        Step::from(Response::text(huge.clone())),
+    ]);
+    let (agent, recorder) = recorded(
+        Agent::builder(registry.clone(), Arc::new(mock.clone()))
+            .session_id("s1")
+            .cwd("/work")
+            .log(&path),
+    );
+    let outcome = agent.run("go").await.unwrap();
+    assert_eq!(outcome.text, huge, "the live answer is whole");
+    agent.dispose().await;
+
+    let text = std::fs::read(&path).unwrap();
+    for line in text.split(|&b| b == b'\n') {
+        assert!(line.len() <= agent_loop::MAX_LINE_BYTES, "{}", line.len());
+    }
+    let log = SessionLog::read(&path).unwrap();
+    assert_eq!(log.skipped, vec![]);
+    let kinds: Vec<&str> = log.events.iter().map(|r| r.event.kind()).collect();
+    assert_eq!(kinds, recorder.kinds(), "every event was written");
+    let marker = CUT_MARKER;
+    let answer = log
+        .events
+        .iter()
+        .find_map(|r| match &r.event {
+            SessionEvent::AssistantMessage { text, .. } if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let (kept, note) = answer.split_at(answer.find(marker).unwrap());
+    assert!(
+        huge.starts_with(kept),
+        "the cut keeps the start of the text"
+    );
+    let dropped: usize = note[marker.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(kept.len() + dropped, huge.len(), "{note}");
+    assert_eq!(
+        note,
+        format!(
+            "{marker}{dropped} bytes cut here: a session log line holds at most {} bytes]",
+            agent_loop::MAX_LINE_BYTES
+        )
+    );
+    // The log resumes: the history holds the cut texts.
+    let resumed = Agent::builder(registry, Arc::new(MockAdapter::new([Response::text("ok")])))
+        .resume(log)
+        .build()
+        .unwrap();
+    assert_eq!(resumed.history().len(), 4);
+    resumed.dispose().await;
+}
+
+/// How the note that ends a cut text begins.
+const CUT_MARKER: &str = "… [";

@@ -46,9 +46,15 @@ pub struct AgentBuilder {
     max_parallel: usize,
     jobs: Option<JobRuntime>,
     subscribers: Vec<Subscriber>,
-    logs: Vec<PathBuf>,
+    logs: Vec<LogTarget>,
     resume: Option<SessionLog>,
     sandbox: Option<serde_json::Value>,
+}
+
+/// Where a log goes: a path to open, or a file already open (with its path, for messages).
+enum LogTarget {
+    Path(PathBuf),
+    Open(std::io::Result<std::fs::File>, PathBuf),
 }
 
 impl fmt::Debug for AgentBuilder {
@@ -114,10 +120,22 @@ impl AgentBuilder {
         self
     }
 
-    /// Appends every event to a JSONL session log at `path`. Called again, it adds a copy:
-    /// every log gets every event, and one that fails is closed alone.
+    /// Appends every event to a JSONL session log at `path` (created, or appended to,
+    /// following symbolic links as any path does; a store's session log is given with
+    /// [`AgentBuilder::session_log`] instead). Called again, it adds a copy: every log gets
+    /// every event, and one that fails is closed alone.
     pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
-        self.logs.push(path.into());
+        self.logs.push(LogTarget::Path(path.into()));
+        self
+    }
+
+    /// Appends every event to the log of the session `lease` holds: the file its store
+    /// opened and checked ([`SessionLease::log_file`](crate::SessionLease::log_file)), so
+    /// nothing reopens the log by a name that may have been replaced since. A handle that
+    /// cannot be had fails [`AgentBuilder::build`].
+    pub fn session_log(mut self, lease: &crate::SessionLease) -> Self {
+        let path = lease.log_path().to_owned();
+        self.logs.push(LogTarget::Open(lease.log_file(), path));
         self
     }
 
@@ -147,16 +165,18 @@ impl AgentBuilder {
             .unwrap_or_else(|| PathBuf::from("."));
         // The log first: the scope is registered under the session id, and a failure after
         // creating it would leave the id taken.
-        let logs = self
-            .logs
-            .iter()
-            .map(|path| {
-                SessionLogWriter::open(path).map_err(|source| AgentError::Log {
-                    path: path.clone(),
-                    source,
+        let logs =
+            self.logs
+                .into_iter()
+                .map(|target| match target {
+                    LogTarget::Path(path) => SessionLogWriter::open(&path)
+                        .map_err(|source| AgentError::Log { path, source }),
+                    LogTarget::Open(file, path) => match file {
+                        Ok(file) => Ok(SessionLogWriter::from_file(file, path)),
+                        Err(source) => Err(AgentError::Log { path, source }),
+                    },
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()?;
         let scope = self.registry.agent_scope(session_id.clone())?;
         let schemas = SchemaCache::new(&scope, &session_id);
         let (history, inbox, seq, job_ids, lost_jobs) = match resumed {

@@ -10,19 +10,58 @@
 //! - `spill/`: the spill directory (`0700`, files `0600`) to point the shell executor at, so
 //!   the `full output` paths given to the model stay valid after the process exits;
 //! - `lock`: the writer's lock, naming its PID.
+//!
+//! What the store holds is untrusted input like any other, so:
+//!
+//! - nothing beneath the root is opened through a symbolic link: each name is opened with
+//!   `O_NOFOLLOW` relative to the handle of the directory holding it, and a link, a FIFO or
+//!   another kind of entry where a file or directory of the store belongs is refused
+//!   ([`StoreError::Refused`], naming the path and why). The root's own path may pass through
+//!   links (it is the user's choice);
+//! - what another user owns, and a directory its group or others may write (the root
+//!   included), is refused with the fix named (`chmod go-w PATH`); a file of ours that others
+//!   could read or write is set back to `0600` by a resume once everything is checked, never
+//!   by a read-only look (list, a fork reading its parent);
+//! - `events.jsonl`, `lock` and `session.json` must be the only names of their files: one
+//!   with a hard link elsewhere (`ln` done instead of `ln -s`) is refused
+//!   ([`Refusal::HardLinks`]), so the store never truncates, appends to or `chmod`s a file
+//!   outside it. Spill files may have several names (a fork links them) and are only read;
+//! - [`SessionStore::resume`] checks `session.json`, `spill/` and `events.jsonl` read-only,
+//!   reads the log, and only then takes the lock, makes files private, creates what is
+//!   missing and cuts a torn last line, which it cuts only when it is at most
+//!   [`MAX_LINE_BYTES`](crate::MAX_LINE_BYTES) long (a longer unended tail is no line a writer
+//!   wrote: [`StoreError::UnendedTail`]); a refusal or a read error leaves every file as it
+//!   was (no lock file, no spill directory, no mode changed);
+//! - the [`SessionLease`] carries the log open as checked, and
+//!   [`AgentBuilder::session_log`](crate::AgentBuilder::session_log) writes to that file, so
+//!   nothing reopens it by a name that may have been replaced since;
+//! - [`SessionStore::fork`] copies only what the store made: the log's events and the
+//!   parent's regular spill files (linked, or copied); any other entry of the spill directory
+//!   (a sandbox's leftover temporary directory, a link, a FIFO, another user's file) is left
+//!   out with a warning; a spill file others could read is copied (`0600`) rather than
+//!   linked. A fork that fails removes the session it was making, and
+//!   [`SessionLease::discard`] (or [`SessionLease::set_discard_on_drop`]) removes a created or
+//!   forked session that never started.
 
 mod disk;
+mod error;
+mod info;
+mod lease;
 mod lock;
 
-use disk::{cut_torn_tail, dir_size, private_dir, private_file};
-use lock::{holder_alive, lock_session};
+pub use disk::Refusal;
+use disk::{DirHow, FileHow, Kind, StoreDir, Tail, count_lines, find_tail, make_private};
+pub use error::StoreError;
+use error::io_error;
+pub use lease::SessionLease;
+use lock::lock_session;
 
-use crate::event::{EventRecord, SessionEndReason, SessionEvent};
-use crate::log::{LogEntry, LogReadError, SessionLog};
+use crate::event::{EventRecord, SessionEvent};
+use crate::log::{LogLines, LogReadError, MAX_LINE_BYTES, SessionLog, log_line};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -33,112 +72,9 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 pub const SPILL_DIR: &str = "spill";
 const META_FILE: &str = "session.json";
 const LOCK_FILE: &str = "lock";
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// Another live process holds the session.
-    #[error("session {id} is in use by PID {pid}")]
-    SessionInUse {
-        /// The session.
-        id: String,
-        /// The process holding it.
-        pid: u32,
-    },
-    /// No such session.
-    #[error("no session {id} in {}", root.display())]
-    NotFound {
-        /// The id asked for.
-        id: String,
-        /// The store's directory.
-        root: PathBuf,
-    },
-    /// The text cannot be a session id (ids are letters, digits, `.`, `_` and `-`, not
-    /// starting with `.`).
-    #[error("`{id}` is not a session id")]
-    InvalidId {
-        /// The text given.
-        id: String,
-    },
-    /// A file or directory of the store could not be used.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// The event log could not be read.
-    #[error("cannot read the log of session {id}: {source}")]
-    Log {
-        /// The session.
-        id: String,
-        /// Why.
-        source: LogReadError,
-    },
-}
-
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// A session this process holds: where its log and spill files go. The session stays locked
-/// until the lease is dropped.
-pub struct SessionLease {
-    id: String,
-    log_path: PathBuf,
-    spill_dir: PathBuf,
-    /// What keeps the session locked (the locked file, for [`FsSessionStore`]); released when
-    /// dropped.
-    _hold: Box<dyn Send + Sync>,
-}
-
-impl fmt::Debug for SessionLease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionLease")
-            .field("id", &self.id)
-            .field("log_path", &self.log_path)
-            .field("spill_dir", &self.spill_dir)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SessionLease {
-    /// A lease for a store of a host's own: `hold` keeps the session locked while it lives.
-    pub fn new(
-        id: impl Into<String>,
-        log_path: impl Into<PathBuf>,
-        spill_dir: impl Into<PathBuf>,
-        hold: Box<dyn Send + Sync>,
-    ) -> SessionLease {
-        SessionLease {
-            id: id.into(),
-            log_path: log_path.into(),
-            spill_dir: spill_dir.into(),
-            _hold: hold,
-        }
-    }
-
-    /// The session id (give it to [`AgentBuilder::session_id`](crate::AgentBuilder::session_id)).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The event log (give it to [`AgentBuilder::log`](crate::AgentBuilder::log)).
-    pub fn log_path(&self) -> &Path {
-        &self.log_path
-    }
-
-    /// The spill directory, kept with the session (point the shell executor's kept spill
-    /// directory at it).
-    pub fn spill_dir(&self) -> &Path {
-        &self.spill_dir
-    }
-}
+/// The most of `session.json` that is read: what the store writes there is a few hundred
+/// bytes.
+const META_MAX_BYTES: u64 = 64 * 1024;
 
 /// A session opened to carry on: the lease, the log as read, and what was dropped from it.
 #[derive(Debug)]
@@ -298,45 +234,20 @@ struct Meta {
     forked_from: Option<String>,
 }
 
-/// What a session's log says for [`SessionStore::list`], read one line at a time.
-#[derive(Default)]
-struct LogSummary {
-    turns: u64,
-    /// How the last event ended the session, if it is a `session/end`.
-    ended: Option<SessionEndReason>,
-    first: Option<EventRecord>,
-}
-
-impl LogSummary {
-    /// Reads the log at `path`, keeping what it read before any failure.
-    fn read(&mut self, id: &str, path: &Path) -> Result<(), StoreError> {
-        for entry in SessionLog::lines(path).map_err(io_error(path))? {
-            let entry = entry.map_err(|source| StoreError::Log {
-                id: id.to_owned(),
-                source,
-            })?;
-            let (LogEntry::Event(record) | LogEntry::Repaired(record, _)) = entry else {
-                continue;
-            };
-            self.ended = match record.event {
-                SessionEvent::TurnEnd { .. } => {
-                    self.turns += 1;
-                    None
-                }
-                SessionEvent::SessionEnd { reason } => Some(reason),
-                _ => None,
-            };
-            self.first.get_or_insert(record);
-        }
-        Ok(())
-    }
-}
-
 /// The file-system session store: one directory per session under a root (see the module
-/// docs for the layout). Directories are `0700` and files `0600`.
+/// docs for the layout). Directories are `0700` and files `0600`; nothing beneath the root is
+/// opened through a symbolic link, and what is not a plain file or directory of this user, or
+/// is a directory other users may write, is refused ([`StoreError::Refused`]).
 #[derive(Clone, Debug)]
 pub struct FsSessionStore {
     root: PathBuf,
+}
+
+/// A session directory just made, with its log open.
+struct Made {
+    lease: SessionLease,
+    dir: StoreDir,
+    log: File,
 }
 
 impl FsSessionStore {
@@ -356,151 +267,229 @@ impl FsSessionStore {
         Ok(self.root.join(id))
     }
 
-    fn existing(&self, id: &str) -> Result<PathBuf, StoreError> {
-        let dir = self.session_dir(id)?;
+    fn not_found(&self, id: &str) -> StoreError {
+        StoreError::NotFound {
+            id: id.to_owned(),
+            root: self.root.clone(),
+        }
+    }
+
+    /// The directory of an existing session, opened and checked.
+    fn existing(&self, id: &str) -> Result<StoreDir, StoreError> {
+        check_id(id)?;
+        let root = StoreDir::root(&self.root, false)?.ok_or_else(|| self.not_found(id))?;
+        let dir = root
+            .dir(id, DirHow::Existing)?
+            .ok_or_else(|| self.not_found(id))?;
         if !is_session(&dir) {
-            return Err(StoreError::NotFound {
-                id: id.to_owned(),
-                root: self.root.clone(),
-            });
+            return Err(self.not_found(id));
         }
         Ok(dir)
     }
 
     /// Makes a fresh session directory, locked, with its metadata, an empty log and a spill
-    /// directory.
-    fn make(&self, cwd: &Path, forked_from: Option<&str>) -> Result<SessionLease, StoreError> {
-        private_dir(&self.root, true)?;
+    /// directory. What it made is removed again when a step fails.
+    fn make(&self, cwd: &Path, forked_from: Option<&str>) -> Result<Made, StoreError> {
+        let root = StoreDir::root(&self.root, true)?.ok_or_else(|| self.not_found(""))?;
         let (id, dir) = loop {
             let id = fresh_id();
-            let dir = self.root.join(&id);
-            match private_dir(&dir, false) {
-                Ok(()) => break (id, dir),
+            match root.dir(&id, DirHow::CreateNew) {
+                Ok(Some(dir)) => break (id, dir),
                 // Another process (or thread) took the name in the same millisecond.
                 Err(StoreError::Io { source, .. })
                     if source.kind() == io::ErrorKind::AlreadyExists => {}
+                Ok(None) => return Err(self.not_found(&id)),
                 Err(error) => return Err(error),
             }
         };
-        let hold = lock_session(&id, &dir)?;
-        let meta = Meta {
-            id: id.clone(),
-            started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            cwd: cwd.display().to_string(),
-            forked_from: forked_from.map(str::to_owned),
-        };
-        let meta_path = dir.join(META_FILE);
-        let text = serde_json::to_string(&meta).unwrap_or_else(|_| String::from("{}"));
-        private_file(&meta_path, false)?
-            .write_all(text.as_bytes())
-            .map_err(io_error(&meta_path))?;
-        let log_path = dir.join(EVENTS_FILE);
-        private_file(&log_path, true)?;
-        let spill_dir = dir.join(SPILL_DIR);
-        private_dir(&spill_dir, false)?;
-        Ok(SessionLease::new(id, log_path, spill_dir, Box::new(hold)))
-    }
-
-    /// What `list` says of one session. A log that cannot be read makes the session
-    /// `unreadable` with the reason, never the listing fail.
-    fn info(&self, id: &str, dir: &Path) -> SessionInfo {
-        let meta: Meta = std::fs::read_to_string(dir.join(META_FILE))
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or_default();
-        let log_path = dir.join(EVENTS_FILE);
-        let mut summary = LogSummary::default();
-        let problem = if log_path.is_file() {
-            summary
-                .read(id, &log_path)
-                .err()
-                .map(|error| error.to_string())
-        } else {
-            None
-        };
-        let LogSummary {
-            turns,
-            ended,
-            first,
-        } = summary;
-        let modified = last_activity(dir).unwrap_or(SystemTime::UNIX_EPOCH);
-        let state = if problem.is_some() {
-            SessionState::Unreadable
-        } else if holder_alive(dir) {
-            SessionState::Running
-        } else {
-            match ended {
-                Some(SessionEndReason::Interrupted) => SessionState::Interrupted,
-                Some(_) => SessionState::Ended,
-                None => SessionState::Crashed,
-            }
-        };
-        let (started, cwd) = match (&first, meta.started.is_empty()) {
-            (_, false) => (meta.started, meta.cwd),
-            (Some(record), true) => {
-                let cwd = match &record.event {
-                    SessionEvent::SessionStart { cwd, .. } => cwd.clone(),
-                    _ => String::new(),
+        let filled = (|| {
+            let hold = lock_session(&id, &dir)?;
+            let meta = Meta {
+                id: id.clone(),
+                started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                cwd: cwd.display().to_string(),
+                forked_from: forked_from.map(str::to_owned),
+            };
+            let meta_path = dir.join(META_FILE);
+            let text = serde_json::to_string(&meta).unwrap_or_else(|_| String::from("{}"));
+            created(&dir, META_FILE)?
+                .write_all(text.as_bytes())
+                .map_err(io_error(&meta_path))?;
+            let log = created(&dir, EVENTS_FILE)?;
+            dir.dir(SPILL_DIR, DirHow::CreateNew)?;
+            Ok((hold, log))
+        })();
+        match filled {
+            Ok((hold, log)) => {
+                let handed = log.try_clone().map_err(io_error(&dir.join(EVENTS_FILE)));
+                let handed = match handed {
+                    Ok(handed) => handed,
+                    Err(error) => {
+                        remove_made(&dir);
+                        return Err(error);
+                    }
                 };
-                (record.ts.clone(), cwd)
+                Ok(Made {
+                    lease: SessionLease::new(
+                        id,
+                        dir.join(EVENTS_FILE),
+                        dir.join(SPILL_DIR),
+                        Box::new(hold),
+                    )
+                    .with_log_file(handed)
+                    .made_in(dir.path().to_owned()),
+                    dir,
+                    log,
+                })
             }
-            (None, true) => (
-                humantime::format_rfc3339_seconds(modified).to_string(),
-                String::new(),
-            ),
-        };
-        SessionInfo {
-            id: id.to_owned(),
-            started,
-            cwd,
-            turns,
-            last_activity: humantime::format_rfc3339_seconds(modified).to_string(),
-            size_bytes: dir_size(dir),
-            state,
-            forked_from: meta.forked_from,
-            problem,
+            Err(error) => {
+                remove_made(&dir);
+                Err(error)
+            }
         }
     }
 
-    /// The session ids under the root, sorted (ids sort by creation time).
-    fn ids(&self) -> Result<Vec<String>, StoreError> {
-        let entries = match std::fs::read_dir(&self.root) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(io_error(&self.root)(error)),
+    /// The root, and the session ids under it, sorted (ids sort by creation time): the
+    /// directories (not links to one) whose names are ids.
+    fn ids(&self) -> Result<Option<(StoreDir, Vec<String>)>, StoreError> {
+        let Some(root) = StoreDir::root(&self.root, false)? else {
+            return Ok(None);
         };
-        let mut ids: Vec<String> = entries
-            .flatten()
-            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .filter(|name| check_id(name).is_ok())
+        let mut ids: Vec<String> = root
+            .entries()?
+            .into_iter()
+            .filter(|(name, kind)| *kind == Some(Kind::Dir) && check_id(name).is_ok())
+            .map(|(name, _)| name)
             .collect();
         ids.sort();
-        Ok(ids)
+        Ok(Some((root, ids)))
+    }
+
+    /// Seeds a fork made as `made` with the parent's spill files and events.
+    fn seed(
+        &self,
+        parent: &StoreDir,
+        made: &mut Made,
+        events: Vec<EventRecord>,
+    ) -> Result<SessionLog, StoreError> {
+        let to = made
+            .dir
+            .dir(SPILL_DIR, DirHow::Existing)?
+            .ok_or_else(|| io_error(made.lease.spill_dir())(io::ErrorKind::NotFound.into()))?;
+        // The parent's spill files, linked (copied where links fail) into the fork's spill
+        // directory, and the seeded events pointing there: removing the parent later leaves
+        // the fork's locators readable. Only the regular files of this user are the store's;
+        // anything else (a directory such as a sandbox's leftover temporary one, a link, a
+        // FIFO, another user's file) is left out.
+        if let Some(from) = parent.dir(SPILL_DIR, DirHow::Existing)? {
+            for (name, kind) in from.entries()? {
+                if kind != Some(Kind::File) {
+                    tracing::warn!(
+                        path = %from.join(&name).display(),
+                        "not a spill file of the store; the fork leaves it out"
+                    );
+                    continue;
+                }
+                let source = match from.file(&name, FileHow::ReadLinked) {
+                    Ok(Some(source)) => source,
+                    Ok(None) => continue,
+                    Err(error @ StoreError::Refused { .. }) => {
+                        tracing::warn!("{error}; the fork leaves it out");
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                };
+                to.take_file(&from, &name, &source)?;
+            }
+        }
+        let escaped = |dir: &Path| {
+            let text = serde_json::to_string(&format!("{}/", dir.display())).unwrap_or_default();
+            text.trim_matches('"').to_owned()
+        };
+        let old_prefix = escaped(&parent.join(SPILL_DIR));
+        let new_prefix = escaped(made.lease.spill_dir());
+        let mut seeded = SessionLog::default();
+        let mut text = String::new();
+        for mut record in events {
+            match &mut record.event {
+                // The parent's end is not the fork's.
+                SessionEvent::SessionEnd { .. } => continue,
+                SessionEvent::SessionStart { session_id, .. } => {
+                    made.lease.id().clone_into(session_id);
+                }
+                _ => {}
+            }
+            let line = record.to_json_line().replace(&old_prefix, &new_prefix);
+            let Ok(record) = EventRecord::from_json_line(&line) else {
+                continue;
+            };
+            // A longer spill path can make a line longer: bounded like every line written.
+            text.push_str(&log_line(&record));
+            text.push('\n');
+            seeded.events.push(record);
+        }
+        made.log
+            .write_all(text.as_bytes())
+            .map_err(io_error(made.lease.log_path()))?;
+        Ok(seeded)
     }
 }
 
 impl SessionStore for FsSessionStore {
     fn create(&self, cwd: &Path) -> Result<SessionLease, StoreError> {
-        self.make(cwd, None)
+        self.make(cwd, None).map(|made| made.lease)
     }
 
     fn resume(&self, id: &str) -> Result<ResumedSession, StoreError> {
         let dir = self.existing(id)?;
-        let hold = lock_session(id, &dir)?;
+        // Everything is checked, read-only, before anything changes: a refusal leaves every
+        // file as it was (no lock made, no spill directory, no mode changed).
+        let (_, meta) = read_meta(&dir)?;
+        dir.dir(SPILL_DIR, DirHow::Existing)?;
         let log_path = dir.join(EVENTS_FILE);
-        if !log_path.exists() {
-            private_file(&log_path, true)?;
+        let found = dir.file(EVENTS_FILE, FileHow::Append)?;
+        let mut read = match &found {
+            Some(file) => Some(read_to_tail(id, file, &log_path)?),
+            None => None,
+        };
+        let hold = lock_session(id, &dir)?;
+        let file = match found {
+            Some(file) => {
+                // Read before the lock: a writer that appended before letting go changed it,
+                // and it is read again, now that no one else may write it.
+                let len = file.metadata().map_err(io_error(&log_path))?.len();
+                if read.as_ref().is_none_or(|read| read.len != len) {
+                    read = Some(read_to_tail(id, &file, &log_path)?);
+                }
+                file
+            }
+            None => created(&dir, EVENTS_FILE)?,
+        };
+        make_private(&file, &log_path)?;
+        if let Some(meta) = &meta {
+            make_private(meta, &dir.join(META_FILE))?;
         }
-        let torn_tail = cut_torn_tail(&log_path)?;
-        let log = SessionLog::read(&log_path).map_err(|source| StoreError::Log {
-            id: id.to_owned(),
-            source,
-        })?;
-        let spill_dir = dir.join(SPILL_DIR);
-        private_dir(&spill_dir, true)?;
+        dir.dir(SPILL_DIR, DirHow::Ensure)?;
+        let (log, torn_tail) = match read {
+            Some(ReadLog { log, len, end }) if end < len => {
+                // Only a log read whole loses its torn line, so appending starts on a line of
+                // its own.
+                let line = count_lines(&file, end).map_err(io_error(&log_path))? + 1;
+                file.set_len(end).map_err(io_error(&log_path))?;
+                tracing::debug!(log = %log_path.display(), bytes = len - end, "cut a torn last line");
+                let torn = TornTail {
+                    line,
+                    bytes: len - end,
+                };
+                (log, Some(torn))
+            }
+            Some(ReadLog { log, .. }) => (log, None),
+            None => (SessionLog::default(), None),
+        };
+        let lease = SessionLease::new(id, log_path, dir.join(SPILL_DIR), Box::new(hold))
+            .with_log_file(file);
         Ok(ResumedSession {
-            lease: SessionLease::new(id, log_path, spill_dir, Box::new(hold)),
+            lease,
             log,
             torn_tail,
         })
@@ -508,11 +497,11 @@ impl SessionStore for FsSessionStore {
 
     fn fork(&self, id: &str) -> Result<ResumedSession, StoreError> {
         let parent = self.existing(id)?;
-        let parent_log =
-            SessionLog::read(parent.join(EVENTS_FILE)).map_err(|source| StoreError::Log {
-                id: id.to_owned(),
-                source,
-            })?;
+        read_meta(&parent)?;
+        let parent_log = match parent.file(EVENTS_FILE, FileHow::Read)? {
+            Some(file) => read_log(id, &file, u64::MAX)?,
+            None => SessionLog::default(),
+        };
         let cwd = parent_log
             .events
             .iter()
@@ -521,64 +510,32 @@ impl SessionStore for FsSessionStore {
                 _ => None,
             })
             .unwrap_or_default();
-        let lease = self.make(&cwd, Some(id))?;
-        // The parent's spill files, linked (copied where links fail) into the fork's spill
-        // directory, and the seeded events pointing there: removing the parent later leaves
-        // the fork's locators readable.
-        let from = parent.join(SPILL_DIR);
-        if let Ok(entries) = std::fs::read_dir(&from) {
-            for entry in entries.flatten() {
-                let target = lease.spill_dir().join(entry.file_name());
-                if std::fs::hard_link(entry.path(), &target).is_err() {
-                    std::fs::copy(entry.path(), &target).map_err(io_error(&target))?;
-                }
+        let mut made = self.make(&cwd, Some(id))?;
+        match self.seed(&parent, &mut made, parent_log.events) {
+            Ok(log) => Ok(ResumedSession {
+                lease: made.lease,
+                log,
+                torn_tail: None,
+            }),
+            Err(error) => {
+                // Removed while still locked: a failed fork leaves no session behind.
+                remove_made(&made.dir);
+                Err(error)
             }
         }
-        let escaped = |dir: &Path| {
-            let text = serde_json::to_string(&format!("{}/", dir.display())).unwrap_or_default();
-            text.trim_matches('"').to_owned()
-        };
-        let (old_prefix, new_prefix) = (escaped(&from), escaped(lease.spill_dir()));
-        let mut seeded = SessionLog::default();
-        let mut text = String::new();
-        for record in parent_log.events {
-            let mut record = record;
-            match &mut record.event {
-                // The parent's end is not the fork's.
-                SessionEvent::SessionEnd { .. } => continue,
-                SessionEvent::SessionStart { session_id, .. } => {
-                    lease.id().clone_into(session_id);
-                }
-                _ => {}
-            }
-            let line = record.to_json_line().replace(&old_prefix, &new_prefix);
-            if let Ok(record) = EventRecord::from_json_line(&line) {
-                seeded.events.push(record);
-            }
-            text.push_str(&line);
-            text.push('\n');
-        }
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(lease.log_path())
-            .map_err(io_error(lease.log_path()))?;
-        file.write_all(text.as_bytes())
-            .map_err(io_error(lease.log_path()))?;
-        Ok(ResumedSession {
-            lease,
-            log: seeded,
-            torn_tail: None,
-        })
     }
 
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let Some((root, ids)) = self.ids()? else {
+            return Ok(Vec::new());
+        };
         let mut sessions = Vec::new();
-        for id in self.ids()? {
-            let dir = self.root.join(&id);
-            if !is_session(&dir) {
-                continue;
+        for id in ids {
+            match root.dir(&id, DirHow::Existing) {
+                Ok(Some(dir)) if is_session(&dir) => sessions.push(self.info(&id, &dir)),
+                Ok(_) => {}
+                Err(error) => sessions.push(self.refused_info(&id, &error)),
             }
-            sessions.push(self.info(&id, &dir));
         }
         Ok(sessions)
     }
@@ -588,8 +545,19 @@ impl SessionStore for FsSessionStore {
         let Some(cutoff) = SystemTime::now().checked_sub(policy.older_than) else {
             return Ok(report);
         };
-        for id in self.ids()? {
-            let dir = self.root.join(&id);
+        let Some((root, ids)) = self.ids()? else {
+            return Ok(report);
+        };
+        for id in ids {
+            // A directory the store refuses is not its to remove either.
+            let dir = match root.dir(&id, DirHow::Existing) {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(error) => {
+                    tracing::warn!("not pruned: {error}");
+                    continue;
+                }
+            };
             let modified = last_activity(&dir);
             if modified.is_none_or(|modified| modified >= cutoff) {
                 continue;
@@ -605,9 +573,15 @@ impl SessionStore for FsSessionStore {
                     report.in_use.push(id);
                     continue;
                 }
+                Err(error @ StoreError::Refused { .. }) => {
+                    tracing::warn!("not pruned: {error}");
+                    continue;
+                }
                 Err(error) => return Err(error),
             };
-            std::fs::remove_dir_all(&dir).map_err(io_error(&dir))?;
+            // `remove_dir_all` follows no symbolic link: a link inside is removed, not its
+            // target.
+            std::fs::remove_dir_all(dir.path()).map_err(io_error(dir.path()))?;
             drop(hold);
             tracing::debug!(session = %id, "pruned");
             report.removed.push(id);
@@ -616,17 +590,96 @@ impl SessionStore for FsSessionStore {
     }
 }
 
-/// Whether `dir` holds a session: its log or its metadata.
-fn is_session(dir: &Path) -> bool {
-    dir.join(EVENTS_FILE).is_file() || dir.join(META_FILE).is_file()
+/// A file the store makes (`0600`, never one that exists).
+fn created(dir: &StoreDir, name: &str) -> Result<File, StoreError> {
+    dir.file(name, FileHow::CreateNew)?
+        .ok_or_else(|| io_error(&dir.join(name))(io::ErrorKind::NotFound.into()))
+}
+
+/// Removes a session directory this process just made, after a failure.
+fn remove_made(dir: &StoreDir) {
+    if let Err(error) = std::fs::remove_dir_all(dir.path()) {
+        tracing::warn!(path = %dir.path().display(), "cannot remove a failed session: {error}");
+    }
+}
+
+/// The first `end` bytes of a log (all of it for `u64::MAX`), read a line at a time.
+fn read_log(id: &str, file: &File, end: u64) -> Result<SessionLog, StoreError> {
+    let as_log_error = |source| StoreError::Log {
+        id: id.to_owned(),
+        source,
+    };
+    let mut reader = file;
+    io::Seek::rewind(&mut reader).map_err(|e| as_log_error(LogReadError::Io(e)))?;
+    let mut log = SessionLog::default();
+    for entry in LogLines::new(BufReader::new(reader.take(end)), MAX_LINE_BYTES) {
+        log.push(entry.map_err(as_log_error)?);
+    }
+    Ok(log)
+}
+
+/// What `session.json` says (the default when there is none), read beneath the session's
+/// directory and bounded; text that is not metadata reads as none.
+fn read_meta(dir: &StoreDir) -> Result<(Meta, Option<File>), StoreError> {
+    let Some(file) = dir.file(META_FILE, FileHow::Read)? else {
+        return Ok((Meta::default(), None));
+    };
+    let mut text = String::new();
+    // Not UTF-8, or cut at the bound: no metadata, as with any other text that is not.
+    let _ = (&file).take(META_MAX_BYTES).read_to_string(&mut text);
+    Ok((serde_json::from_str(&text).unwrap_or_default(), Some(file)))
+}
+
+/// A log read up to its last whole line.
+struct ReadLog {
+    log: SessionLog,
+    /// The file's length when read.
+    len: u64,
+    /// Where its last whole line ends (`len` unless the tail is torn).
+    end: u64,
+}
+
+/// Reads a log up to its last whole line; a longer unended tail than a line is refused.
+fn read_to_tail(id: &str, file: &File, log_path: &Path) -> Result<ReadLog, StoreError> {
+    let len = file.metadata().map_err(io_error(log_path))?.len();
+    let limit = MAX_LINE_BYTES as u64;
+    let end = match find_tail(file, len, limit).map_err(io_error(log_path))? {
+        Tail::Ended => len,
+        Tail::Torn { at } => at,
+        Tail::TooLong => {
+            return Err(StoreError::UnendedTail {
+                id: id.to_owned(),
+                path: log_path.to_owned(),
+                limit: MAX_LINE_BYTES,
+            });
+        }
+    };
+    let log = read_log(id, file, end)?;
+    Ok(ReadLog { log, len, end })
+}
+
+/// Whether `dir` holds a session: its log or its metadata (of any kind: opening it tells a
+/// link or a FIFO apart, with the reason).
+fn is_session(dir: &StoreDir) -> bool {
+    dir.has(EVENTS_FILE) || dir.has(META_FILE)
 }
 
 /// When a session last changed: the latest change to its log, its metadata or its directory.
-fn last_activity(dir: &Path) -> Option<SystemTime> {
-    [dir.join(EVENTS_FILE), dir.join(META_FILE), dir.to_owned()]
-        .iter()
-        .filter_map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
-        .max()
+fn last_activity(dir: &StoreDir) -> Option<SystemTime> {
+    let file_changed = |name| {
+        dir.file(name, FileHow::Read)
+            .ok()
+            .flatten()
+            .and_then(|file| file.metadata().and_then(|m| m.modified()).ok())
+    };
+    [
+        file_changed(EVENTS_FILE),
+        file_changed(META_FILE),
+        dir.modified(),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
 }
 
 /// Ids are path components of their own: letters, digits, `.`, `_`, `-`, not starting with a

@@ -1,9 +1,15 @@
 //! The session store: directories and modes, the writer's lock, list and prune, resume
-//! (torn last line, lost jobs, ids that continue) and fork.
+//! (torn last line, lost jobs, ids that continue) and fork. [`tampering`] is a store someone
+//! else has changed: links, modes, an unended tail, other users' writes and forks of entries
+//! the store did not make; [`links`] is hard links, what a refusal leaves, the log the lease
+//! holds open and sessions discarded before they start.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod links;
+#[path = "../support/mod.rs"]
 mod support;
+mod tampering;
 
 use agent_loop::{
     Agent, AssistantToolCall, EventRecord, FsSessionStore, LOST_JOB_DETAIL, Message, PrunePolicy,
