@@ -79,6 +79,7 @@ pub(crate) const MOUNT_BINDS_MAX: usize = 32;
 
 /// The lines written to `/proc/self/uid_map` and `gid_map` of a new user namespace: `ID ID 1`.
 #[derive(Debug)]
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) struct IdMaps {
     pub(crate) uid_map: CString,
     pub(crate) gid_map: CString,

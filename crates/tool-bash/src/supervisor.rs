@@ -848,6 +848,7 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 /// MCP server) confined like one. A failed step fails the spawn, so the program never runs with
 /// less. The ruleset's descriptor sits above 0–2 ([`above_stdio`]), where the child's standard
 /// streams cannot replace it, and is close-on-exec, so the program does not inherit it.
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) fn confine_at_exec(
     command: &mut std::process::Command,
     confinement: Arc<Restrictions>,
@@ -891,6 +892,7 @@ pub(crate) fn confine_at_exec(
 /// wrapper's seccomp pipe). The hook owns the descriptor, so it stays open for as long as
 /// `command` can spawn; the harness's copy stays close-on-exec, so no other program it starts
 /// inherits it.
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) fn keep_at_exec(command: &mut std::process::Command, fd: OwnedFd) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the hook runs in the forked child between `fork` and `execve` and makes one
@@ -1819,6 +1821,7 @@ unsafe fn confine(
 ///
 /// # Safety
 /// As [`confine`]; `path` and `text` are NUL-terminated.
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 unsafe fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> isize {
     // SAFETY: raw system calls on the two strings and a descriptor of this function's own.
     unsafe {

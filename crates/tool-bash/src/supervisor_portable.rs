@@ -18,11 +18,11 @@ pub(crate) struct Supervised {
 
 impl Supervised {
     pub(crate) async fn spawn(launch: Launch) -> io::Result<Supervised> {
-        if launch.landlock.is_some() {
-            // Fail closed: this supervisor has no step before `execve` to enforce a ruleset in.
+        if launch.confinement.is_some() {
+            // Fail closed: this supervisor has no step before `execve` to confine the shell in.
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                "a Landlock ruleset can only be enforced by the Linux supervisor",
+                "a sandbox's restrictions can only be enforced by the Linux supervisor",
             ));
         }
         let mut command = Command::new(&launch.program);

@@ -68,8 +68,19 @@ use group::{
 };
 use guard::OrphanGuard;
 use process::{LocalProcess, ProcessState, lock};
-use spill::{SpillDir, SpillPlace};
+use spill::SpillDir;
+#[cfg(all(
+    feature = "sandbox",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+use spill::SpillPlace;
 
+#[cfg(all(
+    feature = "sandbox",
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub(crate) use group::find_on_path;
 pub use program::{ConfinedProgram, ProgramError, ProgramOutput, ProgramStdin, SupervisedProgram};
 
@@ -177,7 +188,8 @@ pub(crate) struct Confinement {
 /// A program that starts the shell inside its own confinement: `program HEAD… [--ro-bind P P]…
 /// TAIL… --chdir W -- bash -c COMMAND`, where `W` is the command's working directory. `W` and
 /// the spill directory are bound read-only first when `hidden` says the wrapper would otherwise
-/// hide them.
+/// hide them. Only the sandboxed executor makes one.
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 pub(crate) struct Wrapper {
     pub(crate) program: PathBuf,
     pub(crate) head: Vec<std::ffi::OsString>,
@@ -198,6 +210,7 @@ impl std::fmt::Debug for Wrapper {
     }
 }
 
+#[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
 impl Wrapper {
     /// A pipe holding the seccomp filter for one start of the wrapper, which reads it to its
     /// end: its read end, close-on-exec (the launch passes it on).
@@ -333,6 +346,12 @@ impl LocalExecutor {
             launch.env.push((name.clone(), value.clone()));
         }
         launch.confinement = confinement.restrictions.clone();
+        // Only the sandboxed executor (Linux) makes a wrapper.
+        #[cfg(all(
+            feature = "sandbox",
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
         if let Some(wrapper) = &confinement.wrapper {
             // The spill directory must stay visible: the results name its files for the model
             // to read.

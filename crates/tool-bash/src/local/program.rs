@@ -352,6 +352,12 @@ impl LocalExecutor {
             launch.env.push((name.clone(), value.clone()));
         }
         launch.confinement = confinement.restrictions.clone();
+        // Only the sandboxed executor (Linux) makes a wrapper.
+        #[cfg(all(
+            feature = "sandbox",
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
         if let Some(wrapper) = &confinement.wrapper {
             let seccomp = if wrapper.seccomp.is_empty() {
                 None
