@@ -82,8 +82,9 @@ fn recording(bytes: usize) -> (String, usize) {
                 None,
                 None,
             ));
-            events += 1;
         }
+        // A call's arguments come out whole, as one event, once the response ends.
+        events += 1;
         calls += 1;
     }
     text.push_str(&chunk_line(&json!({}), Some("tool_calls"), None));
