@@ -10,8 +10,16 @@
 //! - A result's `structuredContent` is the canonical value when the tool declares an output
 //!   schema (the registry validates it); otherwise the content blocks become the value's text
 //!   and images. `isError` is a domain failure: a value with `isError: true`.
-//! - `readOnlyHint` makes calls concurrency-safe; `destructiveHint` makes them ask for approval
-//!   ([`McpOptions::approve_destructive`]).
+//! - `readOnlyHint` makes calls concurrency-safe; a tool asks for approval before each call
+//!   ([`McpOptions::approve_destructive`]) unless it is marked `readOnlyHint: true` or
+//!   `destructiveHint: false`, the specification's defaults making an unannotated tool
+//!   destructive. Of two tools whose names clean to the same registered name, the first in the
+//!   server's list keeps it and the other is refused ([`ServerStatus::rejected`]).
+//! - Over a byte stream (stdio) a server's message is at most [`MAX_MESSAGE_BYTES`], nests
+//!   at most [`MAX_MESSAGE_DEPTH`] levels and holds at most [`MAX_MESSAGE_VALUES`] JSON values
+//!   (counted before it is parsed): an answer past a limit fails its call at once
+//!   ([`McpFailure::MalformedResult`]), a tool in a tool list past the depth is refused alone,
+//!   and a message past a limit without an id closes the connection.
 //! - A server that exits or stops answering fails its in-flight calls
 //!   ([`McpFailure::ServerExited`], [`McpFailure::ServerHung`]), has its tools unregistered, is
 //!   restarted with a bounded backoff ([`RestartPolicy`]), and the agents that used the tools are
@@ -24,10 +32,11 @@
 //!
 //! The modules are private; everything public is re-exported at the crate root: `config`
 //! ([`McpConfig`]: the configuration files), `connect` (the transports: [`Connector`],
-//! [`StdioConnector`]), `bridge` (MCP tools and results as dsh-tools definitions and values),
-//! and `servers` ([`McpServers`]: one supervised connection per server, with
-//! `servers/supervision` for connecting, listing and restarting, and `servers/calls` for the
-//! tools' definitions and calls).
+//! [`StdioConnector`]), `framing` (a byte stream's messages, bounded in size and depth),
+//! `bridge` (MCP tools and results as dsh-tools definitions and values), and `servers`
+//! ([`McpServers`]: one supervised connection per server, with `servers/supervision` for
+//! connecting, listing and restarting, and `servers/calls` for the tools' definitions and
+//! calls).
 //!
 //! ```no_run
 //! use dsh_tools::ToolRegistry;
@@ -55,14 +64,16 @@ pub struct ReadmeDoctests;
 mod bridge;
 mod config;
 mod connect;
+mod framing;
 mod servers;
 
 pub use bridge::{TOOL_PREFIX, content_value_schema, tool_name};
 pub use config::{CONFIG_FILE_NAME, ConfigError, HttpServer, McpConfig, ServerConfig, StdioServer};
 pub use connect::{
-    ByteReader, ByteWriter, Connector, INHERITED_VARS, ServerLaunch, ServerLauncher,
-    StdioConnector, StreamConnection,
+    ByteReader, ByteWriter, Connector, INHERITED_VARS, LaunchedServer, ServerHandle, ServerLaunch,
+    ServerLauncher, StdioConnector, StreamConnection,
 };
+pub use framing::{MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH, MAX_MESSAGE_VALUES};
 pub use servers::{
     McpError, McpFailure, McpOptions, McpServers, RestartPolicy, ServerState, ServerStatus,
 };

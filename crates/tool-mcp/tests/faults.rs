@@ -1,10 +1,12 @@
 //! Fault injection with an in-process rmcp server over an in-memory pipe: a crash mid-call, a
 //! hang (during a call, and during a reload of the tool list), a server that never lists its
 //! tools, a malformed result, a schema that does not compile, an output schema with references,
-//! and a destructive tool.
+//! and a destructive tool; `hostile` has the hand-written servers that break the limits.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "faults/hostile.rs"]
+mod hostile;
 mod support;
 
 use dsh_tools::{
@@ -52,27 +54,35 @@ fn tools() -> ListToolsResult {
     serde_json::from_value(json!({"tools": [
         {"name": "ok", "description": "Answer ok.", "annotations": {"readOnlyHint": true},
          "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}},
-        {"name": "crash", "description": "Crash the server mid-call.",
+        {"name": "crash", "annotations": {"destructiveHint": false},
+         "description": "Crash the server mid-call.",
          "inputSchema": {"type": "object"}},
-        {"name": "hang", "description": "Stop answering anything.",
+        {"name": "hang", "annotations": {"destructiveHint": false},
+         "description": "Stop answering anything.",
          "inputSchema": {"type": "object"}},
-        {"name": "stall", "description": "Announce a new tool list, then stop answering anything.",
+        {"name": "stall", "annotations": {"destructiveHint": false},
+         "description": "Announce a new tool list, then stop answering anything.",
          "inputSchema": {"type": "object"}},
-        {"name": "malformed", "description": "Break the output schema.",
+        {"name": "malformed", "annotations": {"destructiveHint": false},
+         "description": "Break the output schema.",
          "inputSchema": {"type": "object"},
          "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
-        {"name": "refs", "description": "Answer under an output schema that refers to its own definitions.",
+        {"name": "refs", "annotations": {"destructiveHint": false},
+         "description": "Answer under an output schema that refers to its own definitions.",
          "inputSchema": {"type": "object"},
          "outputSchema": {"type": "object", "$defs": {"n": {"type": "integer"}},
                           "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}},
-        {"name": "bad_schema", "description": "A schema that does not compile.",
+        {"name": "bad_schema", "annotations": {"destructiveHint": false},
+         "description": "A schema that does not compile.",
          "inputSchema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
-        {"name": "typed", "description": "A schema with $ref, anyOf and a format.",
+        {"name": "typed", "annotations": {"destructiveHint": false},
+         "description": "A schema with $ref, anyOf and a format.",
          "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema",
                          "type": "object", "$defs": {"n": {"type": "integer", "minimum": 0}},
                          "properties": {"v": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "string", "format": "uri"}]}},
                          "required": ["v"]}},
-        {"name": "wait", "description": "Wait until cancelled.",
+        {"name": "wait", "annotations": {"destructiveHint": false},
+         "description": "Wait until cancelled.",
          "inputSchema": {"type": "object"}},
         {"name": "wipe", "description": "Delete everything.",
          "annotations": {"destructiveHint": true},

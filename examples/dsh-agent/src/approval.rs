@@ -4,7 +4,7 @@
 //! result the model reads. Without a terminal to ask (stdin or stderr is not one) every call is
 //! denied, saying why.
 
-use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry};
+use dsh_tools::{Approval, ApprovalRequest, Approver, PreDecision, ToolRegistry, WeakToolRegistry};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
 use std::io::{BufRead, IsTerminal, Write};
@@ -23,7 +23,10 @@ struct TerminalApprover {
 }
 
 struct State {
-    registry: ToolRegistry,
+    /// Weak: the registry holds this approver, so a strong handle would keep both, and the
+    /// tools in the registry (the shell executor with its sandbox's temporary directory),
+    /// alive after the run.
+    registry: WeakToolRegistry,
     /// Whether the prompt shows the call's card: not when the session's cards already go to
     /// the same terminal, which has just shown it.
     show_card: bool,
@@ -111,11 +114,11 @@ impl Approver for TerminalApprover {
                 return Approval::Grant;
             }
             let execution = &request.execution;
-            let card = match execution.args() {
-                Some(args) if this.show_card => {
+            let registry = this.registry.upgrade();
+            let card = match (execution.args(), registry) {
+                (Some(args), Some(registry)) if this.show_card => {
                     let view =
-                        this.registry
-                            .present_call(execution.name(), args, execution.session_id());
+                        registry.present_call(execution.name(), args, execution.session_id());
                     format!("▶ {}\n", presenters::render_call_text(&view))
                 }
                 _ => String::new(),
@@ -165,7 +168,7 @@ pub(crate) fn install(registry: &ToolRegistry, cards_on_terminal: bool) -> anyho
     })?;
     let approver = TerminalApprover {
         state: Arc::new(State {
-            registry: registry.clone(),
+            registry: registry.downgrade(),
             show_card: !cards_on_terminal,
             allowed_for_session: Mutex::default(),
             asking: tokio::sync::Mutex::new(()),
@@ -194,10 +197,21 @@ mod tests {
         }
     }
 
+    /// A registry kept alive by its own approver keeps its tools too: the shell executor, and
+    /// with it the sandbox's temporary directory, which then outlives the run.
+    #[test]
+    fn the_approver_does_not_keep_its_registry_alive() {
+        let registry = ToolRegistry::new();
+        let weak = registry.downgrade();
+        install(&registry, false).unwrap();
+        drop(registry);
+        assert!(weak.upgrade().is_none());
+    }
+
     #[test]
     fn allowing_a_tool_for_the_session_allows_no_other() {
         let state = State {
-            registry: ToolRegistry::new(),
+            registry: ToolRegistry::new().downgrade(),
             show_card: false,
             allowed_for_session: Mutex::default(),
             asking: tokio::sync::Mutex::new(()),

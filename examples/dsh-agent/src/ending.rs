@@ -3,6 +3,7 @@
 
 use crate::{Failure, output};
 use agent_loop::{Agent, AgentDirectory, LOG_WRITE_FAILED, SessionEvent, TurnEndReason};
+use dsh_tools::ContextSource;
 use dsh_tools::jobs::{JobRuntime, JobSnapshot};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +15,9 @@ pub(crate) struct SessionEnding {
     pub(crate) last_reason: Option<TurnEndReason>,
     pub(crate) model_error: Option<String>,
     pub(crate) undelivered: Vec<String>,
+    /// What each notice of `undelivered` is, by its source: `job notice(s)`, `notice(s) from
+    /// the MCP server `fs``.
+    undelivered_kinds: Vec<String>,
 }
 
 impl SessionEnding {
@@ -23,9 +27,12 @@ impl SessionEnding {
             // A log failure is reported from `Agent::log_error`, naming the log.
             SessionEvent::Error { code, .. } if code.as_deref() == Some(LOG_WRITE_FAILED) => {}
             SessionEvent::Error { message, .. } => self.model_error = Some(message.clone()),
-            SessionEvent::ContextUndelivered { contexts } => self
-                .undelivered
-                .extend(contexts.iter().map(|c| c.content.clone())),
+            SessionEvent::ContextUndelivered { contexts } => {
+                self.undelivered
+                    .extend(contexts.iter().map(|c| c.content.clone()));
+                self.undelivered_kinds
+                    .extend(contexts.iter().map(|c| notice_kind(&c.source)));
+            }
             _ => {}
         }
     }
@@ -38,12 +45,26 @@ impl SessionEnding {
             return Err(Failure::new(1, message));
         }
         if !self.undelivered.is_empty() {
+            // Counted by kind, in the order each kind first came.
+            let mut kinds: Vec<(&str, usize)> = Vec::new();
+            for kind in &self.undelivered_kinds {
+                match kinds.iter_mut().find(|(seen, _)| seen == kind) {
+                    Some((_, count)) => *count += 1,
+                    None => kinds.push((kind, 1)),
+                }
+            }
+            let mut counted: Vec<String> = kinds
+                .iter()
+                .map(|(kind, count)| format!("{count} {kind}"))
+                .collect();
+            let last = counted.pop().unwrap_or_default();
+            let what = match counted.is_empty() {
+                true => last,
+                false => format!("{} and {last}", counted.join(", ")),
+            };
             return Err(Failure::new(
                 1,
-                format!(
-                    "{} job notice(s) never reached the model (the wake-up limit was spent)",
-                    self.undelivered.len()
-                ),
+                format!("{what} never reached the model (the wake-up limit was spent)"),
             ));
         }
         match self.last_reason.unwrap_or(first) {
@@ -56,6 +77,18 @@ impl SessionEnding {
                 format!("the turn ended: {}", other.as_str()),
             )),
         }
+    }
+}
+
+/// What a notice is, by who sent it: an MCP server's plugin is `mcp:<server>`, a job's is
+/// its kind.
+fn notice_kind(source: &ContextSource) -> String {
+    match source {
+        ContextSource::Plugin { plugin } => match plugin.strip_prefix("mcp:") {
+            Some(server) => format!("notice(s) from the MCP server `{server}`"),
+            None => String::from("job notice(s)"),
+        },
+        _ => String::from("notice(s) from the host"),
     }
 }
 
@@ -201,6 +234,7 @@ pub(crate) fn job_ids(jobs: &[&JobSnapshot]) -> String {
 mod tests {
     use super::*;
     use crate::tools::registry;
+    use dsh_tools::InjectedContext;
     use dsh_tools::jobs::{JobEnd, JobHooks, JobOutcome, JobStart, JobStatus};
     use mock_adapter::MockAdapter;
     use std::sync::Arc;
@@ -251,6 +285,30 @@ mod tests {
                 .unwrap()
                 .status,
             JobStatus::Killed
+        );
+    }
+
+    #[test]
+    fn notices_that_never_reached_the_model_are_named_for_what_they_are() {
+        let mut ending = SessionEnding::default();
+        ending.observe(&SessionEvent::ContextUndelivered {
+            contexts: vec![
+                InjectedContext::from_plugin("mcp:fs", "The MCP server `fs` exited."),
+                InjectedContext::from_plugin("bash", "background job bash-1 ended"),
+                InjectedContext::from_plugin("mcp:fs", "The MCP server `fs` was restarted."),
+                InjectedContext::from_plugin("mcp:docs", "The MCP server `docs` exited."),
+            ],
+        });
+        let failure = ending.verdict(TurnEndReason::Completed).unwrap_err();
+        assert_eq!(
+            (failure.status, failure.message),
+            (
+                1,
+                String::from(
+                    "2 notice(s) from the MCP server `fs`, 1 job notice(s) and 1 notice(s) from \
+                     the MCP server `docs` never reached the model (the wake-up limit was spent)"
+                )
+            )
         );
     }
 

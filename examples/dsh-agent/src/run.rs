@@ -126,7 +126,11 @@ pub(crate) async fn run(
     // long it was idle (`resume` of a session past the retention).
     sessions::prune_at_start(&store_dir, store.retention);
     let resumed_log = opened.log;
-    let lease = opened.lease;
+    let mut lease = opened.lease;
+    // Until the agent has started, a failure (a bad `--mcp-config`, a sandbox that cannot be
+    // had, a working directory gone) discards a session this run made (new or forked), so
+    // failed starts leave no sessions behind; a resumed one is only released.
+    lease.set_discard_on_drop(true);
     let cwd = match given_cwd {
         Some(cwd) => cwd,
         None => resumed_log
@@ -157,9 +161,10 @@ pub(crate) async fn run(
         approval::install(&registry, cards_on_terminal)
             .context("installing the --ask approvals")?;
     }
-    let mcp_servers = mcp::load_servers(&registry, &cwd, &options.mcp_config, launcher)
-        .await
-        .map_err(|e| Failure::new(2, format!("{e:#}")))?;
+    let mcp_servers =
+        mcp::load_servers(&registry, &cwd, &options.mcp_config, launcher, options.ask)
+            .await
+            .map_err(|e| Failure::new(2, format!("{e:#}")))?;
     // Registered last, so that its description declares every other tool, MCP ones included.
     let _code_mode = if options.no_code_mode {
         None
@@ -221,7 +226,7 @@ pub(crate) async fn run(
         .sandbox(sandbox)
         .subscriber(printer)
         .session_id(lease.id())
-        .log(lease.log_path());
+        .session_log(&lease);
     // A resumed run without a prompt gives the notices waiting (a lost job's) their turn.
     let resuming = resumed_log.is_some();
     if let Some(log) = resumed_log {
@@ -233,6 +238,7 @@ pub(crate) async fn run(
     let agent = builder
         .build()
         .map_err(|e| Failure::new(1, format!("cannot start the agent: {e}")))?;
+    lease.set_discard_on_drop(false);
     let directory = AgentDirectory::new();
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));

@@ -4,9 +4,14 @@
 use crate::{Failure, output};
 use dsh_tools::ToolRegistry;
 use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
-use std::path::Path;
+use futures::future::BoxFuture;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tool_bash::{BuiltinTools, LocalConfig, LocalExecutor, ShellExecutor};
+use tool_bash::{
+    BuiltinTools, ConfinedProgram, LocalConfig, LocalExecutor, ProgramError, ShellExecutor,
+    SupervisedProgram,
+};
+use tool_mcp::{LaunchedServer, ServerHandle, ServerLaunch, ServerLauncher};
 
 /// The registry of the built-in tools over an unconfined shell, and the jobs runtime behind
 /// them.
@@ -15,7 +20,8 @@ pub(crate) fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
 }
 
 /// The bash tool's executor for `--sandbox`, what `session/start` records of it, and what
-/// starts the stdio MCP servers inside the same sandbox (`None` with the sandbox off). An
+/// starts the stdio MCP servers: under the shell's supervisor, inside the same sandbox when it
+/// is on ([`supervising_launcher`]). An
 /// explicit mode the system cannot wholly enforce is a usage error; the default enforces what
 /// the system can, with a warning line on stderr naming the rest, and falls back to `off` only
 /// where nothing can be confined. The shell's spill files go to `spill_dir` (the session's),
@@ -34,11 +40,9 @@ pub(crate) fn shell_executor(
         if let Some(why) = why {
             report["reason"] = why.into();
         }
-        (
-            Arc::new(LocalExecutor::new(config.clone())) as Arc<dyn ShellExecutor>,
-            report,
-            None,
-        )
+        let executor = Arc::new(LocalExecutor::new(config.clone()));
+        let launcher = unconfined_launcher(Arc::clone(&executor), cwd.to_owned());
+        (executor as Arc<dyn ShellExecutor>, report, Some(launcher))
     };
     let mode = match choice {
         Some("off") => return Ok(off(None)),
@@ -134,15 +138,9 @@ pub(crate) fn sandboxed(
         serde_json::to_value(executor.report()).map_err(|e| Refusal::Unsupported(e.to_string()))?;
     let executor = Arc::new(executor);
     let confining = Arc::clone(&executor);
-    let workdir = cwd.to_owned();
-    let launcher = tool_mcp::ServerLauncher::new(move |launch| {
-        let program = tool_bash::sandbox::ConfinedProgram::new(
-            launch.program.clone(),
-            launch.cwd.clone().unwrap_or_else(|| workdir.clone()),
-        )
-        .with_args(launch.args.clone())
-        .with_env(launch.env.clone());
-        Ok(confining.command(&program))
+    let launcher = supervising_launcher(cwd.to_owned(), move |program| {
+        let executor = Arc::clone(&confining);
+        Box::pin(async move { executor.spawn_program(&program).await })
     });
     Ok((executor, report, Some(launcher)))
 }
@@ -158,6 +156,82 @@ pub(crate) fn sandboxed(
     Err(Refusal::Unsupported(String::from(
         "the shell sandbox needs Linux (Landlock)",
     )))
+}
+
+/// What starts each stdio MCP server unconfined, under a supervisor of `executor`'s (see
+/// [`supervising_launcher`]); a relative server `cwd` is the session's `workdir`'s.
+pub(crate) fn unconfined_launcher(
+    executor: Arc<LocalExecutor>,
+    workdir: PathBuf,
+) -> ServerLauncher {
+    supervising_launcher(workdir, move |program| {
+        let executor = Arc::clone(&executor);
+        Box::pin(async move { executor.spawn_program(&program).await })
+    })
+}
+
+/// A launcher that starts each stdio MCP server with `spawn` (a shell executor's
+/// `spawn_program`): under a supervisor of its own, as the shell's commands run, so that
+/// whatever a server starts (`setsid -f`, a double fork, a group of its own) is killed when the
+/// server is stopped (the session's end, a restart, a dropped connection) and swept by the
+/// supervisor when this process dies. A server without a `cwd` runs in `workdir`.
+fn supervising_launcher(
+    workdir: PathBuf,
+    spawn: impl Fn(ConfinedProgram) -> BoxFuture<'static, Result<SupervisedProgram, ProgramError>>
+    + Send
+    + Sync
+    + 'static,
+) -> ServerLauncher {
+    ServerLauncher::spawning(move |launch: &ServerLaunch| {
+        let program = ConfinedProgram::new(
+            launch.program.clone(),
+            launch.cwd.clone().unwrap_or_else(|| workdir.clone()),
+        )
+        .with_args(launch.args.clone())
+        .with_env(launch.env.clone());
+        let started = spawn(program);
+        Box::pin(async move {
+            let mut program = started.await.map_err(start_error)?;
+            let (Some(stdin), Some(stdout)) = (program.take_stdin(), program.take_stdout()) else {
+                return Err(std::io::Error::other("the server's stdio was not piped"));
+            };
+            let stderr = program.take_stderr();
+            Ok(LaunchedServer::new(
+                stdin,
+                stdout,
+                stderr,
+                Box::new(SupervisedServer(program)),
+            ))
+        })
+    })
+}
+
+/// A program's start error as the MCP client reports it (`cannot start `npx`: …`).
+fn start_error(error: ProgramError) -> std::io::Error {
+    match error {
+        ProgramError::Start { program, source } => {
+            std::io::Error::new(source.kind(), format!("{}: {source}", program.display()))
+        }
+        ProgramError::NotFound { .. } => {
+            std::io::Error::new(std::io::ErrorKind::NotFound, error.to_string())
+        }
+        other => std::io::Error::other(other.to_string()),
+    }
+}
+
+/// A stdio MCP server under its supervisor: dropped, the supervisor kills all of it.
+#[derive(Debug)]
+struct SupervisedServer(SupervisedProgram);
+
+impl ServerHandle for SupervisedServer {
+    fn stop(self: Box<Self>, grace: std::time::Duration) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let program = self.0.program().display().to_string();
+            if let Err(error) = self.0.stop(grace).await {
+                tracing::warn!(%error, program, "an MCP server's stop");
+            }
+        })
+    }
 }
 
 /// The registry of the built-in tools with `executor` under `bash`, and the jobs runtime

@@ -40,7 +40,11 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
         .servers
         .insert("dsh".into(), ServerConfig::Stdio(server));
     let registry = ToolRegistry::new();
-    let servers = McpServers::start(registry.global_scope(), &config, McpOptions::default())
+    // This client has no one to ask: the server's tools, unmarked and so counted destructive,
+    // run without approval.
+    let mut options = McpOptions::default();
+    options.approve_destructive = false;
+    let servers = McpServers::start(registry.global_scope(), &config, options)
         .await
         .unwrap();
     let status = servers.server_status("dsh").unwrap();
@@ -306,4 +310,267 @@ fn the_official_typescript_client_starts_reads_and_kills_a_background_job() {
     assert_eq!(outcome["killed"]["isError"], json!(false), "{outcome}");
     assert!(text("after").contains("killed"), "{outcome}");
     wait_gone(&mark);
+}
+
+/// `dsh-agent mcp` spoken to by hand, one line at a time; its output is read by a thread of its
+/// own, so an answer that never comes fails the test instead of hanging it.
+struct Peer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    messages: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Peer {
+    fn start() -> Peer {
+        use std::io::BufRead;
+        let mut child = support::command(&["mcp"], &[])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (sender, messages) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                let message: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                if sender.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        Peer {
+            stdin: child.stdin.take().unwrap(),
+            messages,
+            child,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends `line` and reads the answer (within 30 s).
+    fn ask(&mut self, line: &str) -> Value {
+        self.send(line.as_bytes());
+        self.messages
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("no answer to {line:.200}: {e}"))
+    }
+
+    /// Closes the server's input: it exits, successfully.
+    fn close(mut self) {
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// A JSON-RPC error answer without its `data`, which quotes parsers' wording.
+fn code_and_id(mut answer: Value) -> Value {
+    if let Some(error) = answer.get_mut("error").and_then(Value::as_object_mut) {
+        assert!(
+            error.remove("data").is_some(),
+            "an error says what was wrong: {error:?}"
+        );
+    }
+    answer
+}
+
+fn rpc_error(code: i64, message: &str, id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+#[test]
+fn the_server_answers_bad_input_by_json_rpc_and_goes_on() {
+    let mut peer = Peer::start();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "hand", "version": "1"}}});
+    let initialized = peer.ask(&initialize.to_string());
+    assert_eq!(initialized["id"], json!(1), "{initialized}");
+    assert!(
+        initialized["result"]["serverInfo"].is_object(),
+        "{initialized}"
+    );
+    peer.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    for (line, expected) in [
+        ("{not json", rpc_error(-32700, "Parse error", Value::Null)),
+        ("[]", rpc_error(-32600, "Invalid Request", Value::Null)),
+        ("42", rpc_error(-32600, "Invalid Request", Value::Null)),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":3}"#,
+            rpc_error(-32600, "Invalid Request", json!(7)),
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":"eight","method":"tools/list"}"#,
+            rpc_error(-32600, "Invalid Request", json!("eight")),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":5}}"#,
+            rpc_error(-32602, "Invalid params", json!(9)),
+        ),
+    ] {
+        assert_eq!(code_and_id(peer.ask(line)), expected, "{line}");
+    }
+    // JSON is UTF-8: a line that is not is a parse error.
+    peer.send(b"{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/list\xff\"}");
+    let answer = peer
+        .messages
+        .recv_timeout(Duration::from_secs(30))
+        .expect("an answer to the line that is not UTF-8");
+    assert_eq!(
+        code_and_id(answer),
+        rpc_error(-32700, "Parse error", Value::Null)
+    );
+    // A line over the limit is read through, not kept, and answered.
+    let mut long = br#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"bash","arguments":{"command":""#.to_vec();
+    long.resize(17 * 1024 * 1024, b'a');
+    long.extend_from_slice(br#""}}}"#);
+    peer.send(&long);
+    let answer = peer
+        .messages
+        .recv_timeout(Duration::from_secs(30))
+        .expect("an answer to the long line");
+    assert_eq!(
+        answer,
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request",
+            "data": "a message longer than 16777216 bytes (16 MiB) was discarded"}})
+    );
+    // The connection goes on.
+    let listed = peer.ask(r#"{"jsonrpc":"2.0","id":11,"method":"tools/list"}"#);
+    assert_eq!(listed["id"], json!(11), "{listed}");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    peer.close();
+}
+
+/// The peak resident memory of a live process, in bytes (`VmHWM` of `/proc/<pid>/status`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+    kib * 1024
+}
+
+const MIB: u64 = 1024 * 1024;
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hand","version":"1"}}}"#;
+
+#[test]
+fn a_message_of_too_many_values_is_refused_with_its_id_before_it_is_parsed() {
+    let mut peer = Peer::start();
+    assert_eq!(peer.ask(INITIALIZE)["id"], json!(0));
+    let before = peak_rss(peer.child.id());
+    // 16 MB of `[0,0,…]`, under the size limit: eight million values.
+    for (head, tail) in [
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bash","arguments":{"command":[0"#,
+            "]}}}",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"capabilities":[0"#,
+            "]}}",
+        ),
+    ] {
+        let mut line = head.to_owned();
+        line.push_str(&",0".repeat(7_999_999));
+        line.push_str(tail);
+        assert_eq!(
+            peer.ask(&line),
+            json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32600, "message": "Invalid Request",
+                "data": "too many values: a message holds at most 100000 JSON values"}})
+        );
+    }
+    let peak = peak_rss(peer.child.id());
+    assert!(
+        peak < before + 40 * MIB,
+        "refusing the messages raised the peak RSS from {before} to {peak} bytes"
+    );
+    let listed = peer.ask(r#"{"jsonrpc":"2.0","id":5,"method":"tools/list"}"#);
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    peer.close();
+}
+
+#[test]
+fn requests_a_client_does_not_read_the_answers_of_hold_the_input_back_and_none_is_lost() {
+    const PINGS: usize = 300_000;
+    let mut child = support::command(&["mcp"], &[])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut input = format!("{INITIALIZE}\n");
+        for id in 1..=PINGS {
+            input.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+            input.push('\n');
+        }
+        stdin.write_all(input.as_bytes()).unwrap();
+    });
+    let mut peak = 0;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak_rss(child.id());
+        if peak > 100 * MIB || writer.is_finished() {
+            break;
+        }
+    }
+    assert!(
+        peak < 100 * MIB,
+        "with its answers unread the server's peak RSS reached {peak} bytes"
+    );
+    use std::io::BufRead;
+    let mut answered = std::collections::BTreeSet::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert!(answer.get("result").is_some(), "{answer}");
+        answered.insert(answer["id"].as_u64().unwrap());
+    }
+    writer.join().unwrap();
+    assert_eq!(
+        answered.len(),
+        PINGS + 1,
+        "every ping is answered, none lost"
+    );
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_request_under_the_id_of_one_unanswered_is_refused_naming_the_id() {
+    let mut peer = Peer::start();
+    assert_eq!(peer.ask(INITIALIZE)["id"], json!(0));
+    peer.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "bash", "arguments": {"command": "sleep 2; echo first", "description": "Wait"}}})
+    .to_string();
+    peer.send(call.as_bytes());
+    assert_eq!(
+        peer.ask(&call),
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": "Invalid Request",
+            "data": "request id 7 is already in use by a request still being answered"}})
+    );
+    let first = peer
+        .messages
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first call's answer");
+    assert_eq!(first["id"], json!(7), "{first}");
+    assert!(
+        first["result"]["content"].to_string().contains("first"),
+        "{first}"
+    );
+    // Answered, the id is free again.
+    let again = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}).to_string();
+    assert_eq!(
+        peer.ask(&again),
+        json!({"jsonrpc": "2.0", "id": 7, "result": {}})
+    );
+    peer.close();
 }

@@ -282,3 +282,78 @@ fn the_harness_environment_keeps_no_secret_a_command_can_read() {
         }
     }
 }
+
+#[path = "../../../crates/tool-bash/tests/support/escapees.rs"]
+mod escapees;
+
+/// How long the processes of a stopped server may take to be gone.
+const GONE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Starts `dsh-agent run --json` with `flags` in a fresh workspace whose `.mcp.json` names the
+/// escaping server (`support/escaper.py`, run as `python3`), playing a script whose first call
+/// waits for the file `release` in the workspace, then calls the server's `ping`. Returns the
+/// running session, the workspace, and the server's processes (it and the two that left its
+/// group), read while the first call waits.
+fn escaper_session(
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    tempfile::TempDir,
+    Vec<escapees::Process>,
+) {
+    let workspace = support::scratch();
+    let dir = workspace.path();
+    let script = escapees::write_escaper(dir);
+    let config = json!({"mcpServers": {"escaper": {
+        "command": "python3",
+        "args": [script, dir]
+    }}});
+    std::fs::write(dir.join(".mcp.json"), config.to_string()).unwrap();
+    let steps = json!([
+        support::bash_step("c1", "while [ ! -e release ]; do sleep 0.05; done; echo released", "Wait"),
+        {"toolCalls": [{"id": "c2", "name": "mcp__escaper__ping", "arguments": {}}]},
+        text_step("Done.")
+    ]);
+    let script = write_script(dir, steps);
+    let mut args = vec![
+        "run",
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--cwd",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let session = support::command(&args, &[]).spawn().unwrap();
+    let processes = escapees::escaped(dir, std::time::Duration::from_secs(30));
+    escapees::assert_escaped(&processes);
+    (session, workspace, processes)
+}
+
+/// A stdio MCP server that puts processes out of its group (`setsid -f`, a double fork into a
+/// group of its own) loses them when the session stops it, with the sandbox on and off: every
+/// server runs under the same supervisor as the shell's commands.
+#[test]
+fn what_a_stdio_mcp_server_starts_is_killed_when_the_session_ends_sandboxed_or_not() {
+    for flags in [&[][..], &["--sandbox", "off"][..]] {
+        let (session, workspace, processes) = escaper_session(flags);
+        std::fs::write(workspace.path().join("release"), "").unwrap();
+        let output = session.wait_with_output().unwrap();
+        let text = stdout(&output);
+        assert!(output.status.success(), "{flags:?}: {output:?}");
+        assert!(text.contains("pong"), "{flags:?}: {text}");
+        escapees::assert_gone(&processes, GONE_BOUND);
+    }
+}
+
+/// A host killed outright (`SIGKILL`: no teardown runs) still leaves nothing of a server's
+/// running: its supervisor sweeps when the host's end of its control pipe closes.
+#[test]
+fn what_a_stdio_mcp_server_starts_is_killed_when_the_host_dies_sandboxed_or_not() {
+    for flags in [&[][..], &["--sandbox", "off"][..]] {
+        let (mut session, _workspace, processes) = escaper_session(flags);
+        session.kill().unwrap();
+        session.wait().unwrap();
+        escapees::assert_gone(&processes, GONE_BOUND);
+    }
+}

@@ -1,7 +1,7 @@
 //! The messages `dsh-agent acp` exchanged with the official TypeScript client in
-//! `examples/dsh-agent/tests/acp.rs` (kept there as an insta snapshot), read back through the
-//! official ACP schema types: every message of the agent reads as the type of its method and
-//! writes back as it was sent.
+//! `examples/dsh-agent/tests/acp/main.rs` (kept as an insta snapshot in `tests/snapshots`),
+//! read back through the official ACP schema types: every message of the agent reads as the
+//! type of its method and writes back as it was sent.
 //!
 //! The schema types forgive a lot on purpose (an unknown field is dropped, an invalid value
 //! falls back to its default), so "it deserialises" proves little; the round trip is what

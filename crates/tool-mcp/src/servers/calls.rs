@@ -13,12 +13,12 @@ use serde_json::Value;
 use std::sync::Arc;
 
 impl Server {
-    /// The raw definition of one listed tool, and whether it asks for approval; or its name
-    /// and why it cannot be registered.
+    /// The raw definition of one listed tool, and why it asks for approval when it does; or
+    /// its name and why it cannot be registered.
     pub(super) fn definition(
         self: &Arc<Self>,
         tool: &Value,
-    ) -> Result<(ToolDefinition, bool), (String, String)> {
+    ) -> Result<(ToolDefinition, Option<String>), (String, String)> {
         let remote = tool
             .get("name")
             .and_then(Value::as_str)
@@ -53,8 +53,19 @@ impl Server {
                 .and_then(|a| a.get(key))
                 .and_then(Value::as_bool)
         };
+        // The specification's defaults: `readOnlyHint` false, `destructiveHint` true (read
+        // only when `readOnlyHint` is false). A tool not marked read-only or non-destructive
+        // may destroy, and asks like one that says so.
         let read_only = hint("readOnlyHint") == Some(true);
-        let destructive = !read_only && hint("destructiveHint") == Some(true);
+        let destructive = match hint("destructiveHint") {
+            _ if read_only => None,
+            Some(false) => None,
+            Some(true) => Some(format!("the MCP server marks `{name}` as destructive")),
+            None => Some(format!(
+                "the MCP server does not mark `{name}` read-only or non-destructive, so it \
+                 counts as destructive"
+            )),
+        };
 
         let server = Arc::clone(self);
         let remote_name = remote.clone();
@@ -114,6 +125,12 @@ impl Server {
             Ok(handle) => handle,
             Err(error) => return Err(self.transport_failure(&live, &error)),
         };
+        // However the call ends (answered, cancelled, timed out, dropped), the transport
+        // forgets its request.
+        let _ended = CallEnd {
+            refusals: Arc::clone(&live.refusals),
+            id: handle.id.clone(),
+        };
         let answer = tokio::select! {
             answer = &mut handle.rx => answer,
             () = exec.signal().cancelled() => {
@@ -129,6 +146,12 @@ impl Server {
         };
         let result = match answer {
             Ok(Ok(result)) => result,
+            // The transport answered for the server: its message passed a limit.
+            Ok(Err(ServiceError::McpError(_)))
+                if let Some(why) = live.refusals.call(&handle.id) =>
+            {
+                return Err(McpFailure::MalformedResult.error(why));
+            }
             Ok(Err(error)) => return Err(self.transport_failure(&live, &error)),
             Err(_) => return Err(self.ended_failure(&live)),
         };
@@ -154,6 +177,9 @@ impl Server {
     }
 
     fn ended_failure(&self, live: &Live) -> ToolError {
+        if let Some(why) = live.refusals.connection() {
+            return McpFailure::MalformedResult.error(why);
+        }
         let failure = live.ended();
         let what = match failure {
             McpFailure::ServerHung => "stopped answering during the call and was killed",
@@ -198,5 +224,17 @@ impl Server {
                 live.hung.cancel();
             }
         });
+    }
+}
+
+/// Forgets a call's request in its connection's transport when dropped.
+struct CallEnd {
+    refusals: Arc<crate::framing::Refusals>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CallEnd {
+    fn drop(&mut self) {
+        self.refusals.end(&self.id);
     }
 }

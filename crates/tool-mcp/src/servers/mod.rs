@@ -16,7 +16,7 @@ use dsh_tools::{
 use futures::FutureExt;
 use rmcp::ClientHandler;
 use rmcp::service::{MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
@@ -117,7 +117,9 @@ pub struct McpOptions {
     pub probe_timeout: Duration,
     /// Restarts.
     pub restart: RestartPolicy,
-    /// Whether tools the server marks `destructiveHint` ask for approval before each call.
+    /// Whether destructive tools ask for approval before each call: those the server marks
+    /// `destructiveHint: true`, and, as the specification's defaults make them, those it marks
+    /// neither `readOnlyHint: true` nor `destructiveHint: false`.
     pub approve_destructive: bool,
     /// The directory relative `cwd`s of stdio servers are resolved against, and the default
     /// working directory of a server.
@@ -172,6 +174,11 @@ pub struct ServerStatus {
     pub tools: Vec<String>,
     /// Its tools that could not be registered, with the reason.
     pub rejected: Vec<(String, String)>,
+    /// Why its last `tools/list` failed (a protocol error, or an answer past one of the
+    /// limits of a message, [`MAX_MESSAGE_BYTES`](crate::MAX_MESSAGE_BYTES) and the like);
+    /// `None` when it answered. Its tools are then those of the list before, none on a first
+    /// list.
+    pub listing: Option<String>,
     /// How many times it was restarted.
     pub restarts: u32,
 }
@@ -193,8 +200,9 @@ pub enum McpError {
 struct Shared {
     /// The agents that have called a tool, to be told of servers that exit or come back.
     agents: Mutex<Vec<AgentRef>>,
-    /// The registered names of tools the servers mark destructive.
-    destructive: Mutex<HashSet<String>>,
+    /// The registered names of the tools that ask before each call (marked destructive, or
+    /// not marked read-only or non-destructive), with the reason they ask.
+    destructive: Mutex<HashMap<String, String>>,
 }
 
 impl Shared {
@@ -248,7 +256,8 @@ impl Drop for McpServers {
 
 impl McpServers {
     /// An empty set of servers whose tools go into a child scope (`mcp`) of `scope`. It
-    /// installs the policy of MCP tools there: destructive tools ask for approval.
+    /// installs the policy of MCP tools there: destructive tools ask for approval (a tool is
+    /// destructive unless marked `readOnlyHint: true` or `destructiveHint: false`).
     pub fn new(scope: &Scope, options: McpOptions) -> Result<McpServers, McpError> {
         let scope = scope.child("mcp")?;
         let shared = Arc::new(Shared::default());
@@ -261,19 +270,19 @@ impl McpServers {
                     policy.remember(agent);
                 }
                 let verdict = next.run().await;
-                let destructive = approve
-                    && policy
-                        .destructive
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .contains(execution.name());
-                if destructive && verdict == PreDecision::Allow {
-                    PreDecision::ask(format!(
-                        "the MCP server marks `{}` as destructive",
-                        execution.name()
-                    ))
-                } else {
-                    verdict
+                let asks = approve
+                    .then(|| {
+                        policy
+                            .destructive
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get(execution.name())
+                            .cloned()
+                    })
+                    .flatten();
+                match asks {
+                    Some(why) if verdict == PreDecision::Allow => PreDecision::ask(why),
+                    _ => verdict,
                 }
             }
         })?;
@@ -355,6 +364,7 @@ impl McpServers {
                 state: ServerState::Starting,
                 tools: Vec::new(),
                 rejected: Vec::new(),
+                listing: None,
                 restarts: 0,
             }),
             list_changed: Arc::new(Notify::new()),
@@ -415,6 +425,8 @@ impl McpServers {
 #[derive(Clone)]
 struct Live {
     peer: Peer<RoleClient>,
+    /// What the connection's transport refused: answers past its limits.
+    refusals: Arc<crate::framing::Refusals>,
     /// Fires when the connection ends; `ended` says why.
     closed: CancellationToken,
     /// Fired by a probe that found this connection's server not answering; a token of the

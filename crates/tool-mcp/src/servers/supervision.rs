@@ -5,8 +5,10 @@ use super::{
     Ending, Handler, Live, McpFailure, SHUTDOWN_GRACE, Server, ServerState, Service, ToolsPlugin,
 };
 use crate::connect::{Endpoint, ServerProcess};
-use rmcp::service::{Peer, RoleClient};
+use crate::framing::{BoundedTransport, Refusals};
 use rmcp::{ServiceError, ServiceExt};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -25,10 +27,12 @@ impl Server {
                 () = self.shutdown.cancelled() => break,
             };
             let reason = match connected {
-                Ok(Ok((service, process))) => {
+                Ok(Ok((service, process, refusals))) => {
                     let restarted = started_once;
                     started_once = true;
-                    let ending = self.serve(service, process, ready.take(), restarted).await;
+                    let ending = self
+                        .serve(service, process, refusals, ready.take(), restarted)
+                        .await;
                     // A start succeeds once the tools are listed: a server that always ends
                     // (or stalls) before is given up on like one that cannot be spawned.
                     if !matches!(ending, Ending::Unlisted) {
@@ -84,7 +88,8 @@ impl Server {
         });
     }
 
-    async fn connect(&self) -> Result<(Service, Option<ServerProcess>), String> {
+    /// Connects; also what the transport refuses on this connection (nothing over HTTP).
+    async fn connect(&self) -> Result<(Service, Option<ServerProcess>, Arc<Refusals>), String> {
         let handler = Handler {
             list_changed: Arc::clone(&self.list_changed),
         };
@@ -94,11 +99,18 @@ impl Server {
                     .connect()
                     .await
                     .map_err(|e| format!("{} ({e})", connector.describe()))?;
+                let refusals = Arc::new(Refusals::default());
+                let transport = BoundedTransport::new(
+                    &self.name,
+                    connection.reader,
+                    connection.writer,
+                    Arc::clone(&refusals),
+                );
                 let service = handler
-                    .serve((connection.reader, connection.writer))
+                    .serve(transport)
                     .await
                     .map_err(|e| format!("{}: {e}", connector.describe()))?;
-                Ok((service, connection.process))
+                Ok((service, connection.process, refusals))
             }
             Endpoint::Http(http) => {
                 use rmcp::transport::StreamableHttpClientTransport;
@@ -120,7 +132,7 @@ impl Server {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("{}: {e}", http.url))?;
-                Ok((service, None))
+                Ok((service, None, Arc::default()))
             }
         }
     }
@@ -131,11 +143,13 @@ impl Server {
         self: &Arc<Self>,
         service: Service,
         process: Option<ServerProcess>,
+        refusals: Arc<Refusals>,
         ready: Option<tokio::sync::oneshot::Sender<()>>,
         restarted: bool,
     ) -> Ending {
         let live = Live {
             peer: service.peer().clone(),
+            refusals,
             closed: CancellationToken::new(),
             hung: CancellationToken::new(),
             ended: Arc::new(Mutex::new(None)),
@@ -146,7 +160,7 @@ impl Server {
         let mut finished = false;
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some(live.clone());
         let listed = tokio::select! {
-            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live.peer)) => listed.unwrap_or(false),
+            listed = tokio::time::timeout(self.options.connect_timeout, self.refresh(&live)) => listed.unwrap_or(false),
             _ = &mut waiting => {
                 finished = true;
                 false
@@ -180,7 +194,7 @@ impl Server {
             let reloads = async {
                 loop {
                     self.list_changed.notified().await;
-                    let refreshed = self.refresh(&live.peer);
+                    let refreshed = self.refresh(&live);
                     let _ = tokio::time::timeout(self.options.connect_timeout, refreshed).await;
                 }
             };
@@ -234,17 +248,31 @@ impl Server {
     /// Lists the server's tools and registers them in place of the previous list. Whether
     /// the server answered: with a list, or with a protocol error (a server without tools),
     /// not a connection that closed.
-    async fn refresh(self: &Arc<Self>, peer: &Peer<RoleClient>) -> bool {
-        let tools = match peer.list_all_tools().await {
+    async fn refresh(self: &Arc<Self>, live: &Live) -> bool {
+        // Tools the transport left out of an earlier list that failed are not this list's.
+        let _ = live.refusals.take_tools();
+        let tools = match live.peer.list_all_tools().await {
             Ok(tools) => tools,
             Err(error) => {
                 tracing::warn!(server = %self.name, "MCP tools/list failed: {error}");
-                return matches!(error, ServiceError::McpError(_));
+                let answered = matches!(error, ServiceError::McpError(_));
+                if answered {
+                    // A server that answered with an error (or past a limit) stays connected:
+                    // its status says why it has no new tools.
+                    let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+                    status.listing = Some(error.to_string());
+                }
+                return answered;
             }
         };
         let mut definitions = Vec::new();
-        let mut rejected = Vec::new();
+        // A probe's `tools/list` may have been answered meanwhile: a tool refused twice is
+        // listed once.
+        let mut rejected = live.refusals.take_tools();
+        let mut seen = std::collections::HashSet::new();
+        rejected.retain(|refused| seen.insert(refused.clone()));
         let mut destructive = Vec::new();
+        let mut taken: HashMap<String, String> = HashMap::new();
         for tool in tools {
             let tool = match serde_json::to_value(&tool) {
                 Ok(tool) => tool,
@@ -255,8 +283,20 @@ impl Server {
             };
             match self.definition(&tool) {
                 Ok((definition, asks)) => {
-                    if asks {
-                        destructive.push(definition.name().to_owned());
+                    // Two names can clean to one (`a.b`, `a_b`): the first in the server's
+                    // order keeps it.
+                    if let Some(first) = taken.get(definition.name()) {
+                        let why = format!(
+                            "its registered name `{}` is also the name of the tool `{first}`, \
+                             which the server lists first",
+                            definition.name()
+                        );
+                        rejected.push((remote_name(&tool), why));
+                        continue;
+                    }
+                    taken.insert(definition.name().to_owned(), remote_name(&tool));
+                    if let Some(why) = asks {
+                        destructive.push((definition.name().to_owned(), why));
                     }
                     definitions.push(definition);
                 }
@@ -303,6 +343,7 @@ impl Server {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         status.tools = names;
         status.rejected = rejected;
+        status.listing = None;
         true
     }
 
@@ -325,4 +366,12 @@ impl Server {
             set.remove(&name);
         }
     }
+}
+
+/// The name a listed tool has on its server.
+fn remote_name(tool: &Value) -> String {
+    tool.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }

@@ -7,17 +7,26 @@
 //! replays its history as updates; `session/prompt` runs a turn with the configured model and
 //! streams it (`session/update`: message and thought chunks, tool calls and their results as
 //! cards projected by `presenters::acp`, background jobs' completion notices), asking the
-//! editor before each `bash` call (`session/request_permission`); `session/cancel` cancels
-//! the running turn. Malformed input gets a JSON-RPC error and the connection goes on. The
-//! end of stdin ends every session and stops its jobs.
+//! editor before each `bash` call (`session/request_permission`), the calls of a `run_code`
+//! program shown as tool calls of their own ([`nested`]); `session/cancel` and
+//! `$/cancel_request` cancel a prompt. A prompt sent while a background job's notice has a
+//! turn of its own waits for that turn, then has its own. `initialize` must come first, a
+//! message is at most [`rpc::MAX_MESSAGE_BYTES`] and [`rpc::MAX_MESSAGE_VALUES`] values, and
+//! malformed input gets a JSON-RPC error while the connection goes on. While
+//! [`rpc::MAX_UNWRITTEN`] messages wait for stdout, stdin is not read (backpressure). The end
+//! of stdin cancels every prompt, lets the sessions still opening open, answers everything
+//! read, then ends every session and stops its jobs.
 //!
 //! The protocol layer is written here on `serde_json` rather than taken from the
 //! `agent-client-protocol` crate: that crate's types turn on `serde_json`'s `preserve_order`,
 //! which Cargo would unify into every crate of the workspace (docs/design/lossless-json.md).
 //! The messages are checked against the official ACP schema and client in the tests instead.
 
+mod nested;
+mod params;
 mod permission;
-mod rpc;
+pub(crate) mod rpc;
+mod tasks;
 mod updates;
 
 use crate::Failure;
@@ -28,13 +37,16 @@ use agent_loop::{
     SessionEvent, SessionLease, SessionLog, SessionStore, StoreError, TurnEndReason,
 };
 use dsh_tools::jobs::JobRuntime;
+use params::{mcp_config, prompt_text, working_directory};
 use rpc::{Incoming, Outbox, RpcError};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use tasks::Tasks;
 use tokio_util::sync::CancellationToken;
-use tool_mcp::{HttpServer, McpConfig, McpOptions, McpServers, ServerConfig, StdioServer};
+use tool_mcp::{McpConfig, McpOptions, McpServers};
 use updates::{Mode, Projection};
 
 /// The ACP protocol version spoken.
@@ -93,29 +105,33 @@ pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), F
         config,
         sessions: Mutex::default(),
         loading: Mutex::default(),
+        initialized: AtomicBool::new(false),
+        prompts: Mutex::default(),
+        opening: Arc::new(tokio::sync::Semaphore::new(MAX_OPENING)),
+        answering: Tasks::default(),
+        closing: AtomicBool::new(false),
     });
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
     loop {
+        // Backpressure: while the client leaves the answers unread, its input is not read.
+        server.outbox.room().await;
         match rpc::read_message(&mut stdin, &mut line, rpc::MAX_MESSAGE_BYTES).await {
             Ok(rpc::Frame::End) => break,
-            Ok(rpc::Frame::Message) => server.receive(&String::from_utf8_lossy(&line)),
+            Ok(rpc::Frame::Message) => match std::str::from_utf8(&line) {
+                Ok(text) => server.receive(text).await,
+                Err(_) => server
+                    .outbox
+                    .respond(Value::Null, Err(RpcError::not_utf8())),
+            },
             Ok(rpc::Frame::TooLong) => {
                 tracing::warn!(
                     limit = rpc::MAX_MESSAGE_BYTES,
                     "an ACP message over the size limit was discarded"
                 );
-                server.outbox.respond(
-                    Value::Null,
-                    Err(
-                        RpcError::new(rpc::INVALID_REQUEST, "Invalid Request").with_data(json!(
-                            format!(
-                                "a message longer than {} bytes was discarded",
-                                rpc::MAX_MESSAGE_BYTES
-                            )
-                        )),
-                    ),
-                );
+                server
+                    .outbox
+                    .respond(Value::Null, Err(RpcError::too_long()));
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot read stdin");
@@ -142,6 +158,30 @@ struct Server {
     /// told so before it looks at the store, whose lock the first holds (perhaps not yet with
     /// its pid written).
     loading: Mutex<std::collections::HashSet<String>>,
+    /// Whether `initialize` was answered: every other request before it is refused.
+    initialized: AtomicBool,
+    /// The `session/prompt` requests being answered, by request id (its JSON text): the
+    /// session each is for and the token that cancels it (`session/cancel`,
+    /// `$/cancel_request`). Entered as the request is read, so a cancel read after it always
+    /// finds it.
+    prompts: Mutex<HashMap<String, RunningPrompt>>,
+    /// The `session/new` and `session/load` requests being answered, at most [`MAX_OPENING`]:
+    /// the reader waits for one to end before it starts another, and the end of input waits
+    /// for all of them, so no session opens after [`Server::shutdown`] ended the others.
+    opening: Arc<tokio::sync::Semaphore>,
+    /// The prompts' tasks, which the end of input waits for, so each prompt is answered.
+    answering: Tasks,
+    /// Set as the input ends: a prompt is no longer begun.
+    closing: AtomicBool,
+}
+
+/// The most `session/new` and `session/load` requests answered at once.
+const MAX_OPENING: usize = 8;
+
+/// A `session/prompt` being answered.
+struct RunningPrompt {
+    session_id: String,
+    cancel: CancellationToken,
 }
 
 /// A session being loaded: out of [`Server::loading`] when the load ends, however it ends.
@@ -168,50 +208,168 @@ struct Session {
     mcp: Option<McpServers>,
     /// The message of the last model error, which fails the prompt that saw it.
     model_error: Arc<Mutex<Option<String>>>,
+    /// Whether a prompt of the editor's is being answered (ACP allows one at a time).
+    prompting: AtomicBool,
     _directory: AgentDirectory,
 }
 
 impl Server {
-    /// Handles one line from the client. Requests run in tasks of their own, so a
-    /// `session/cancel` is read while a prompt runs.
-    fn receive(self: &Arc<Self>, line: &str) {
+    /// Handles one line from the client. `initialize` is answered here, in the order the
+    /// lines came, so a request sent right behind it is not refused as too early; every other
+    /// request runs in a task of its own, so a `session/cancel` is read while a prompt runs.
+    async fn receive(self: &Arc<Self>, line: &str) {
         match rpc::parse(line) {
             Err((id, error)) => self.outbox.respond(id, Err(error)),
             Ok(None) => {}
             Ok(Some(Incoming::Response { id, outcome })) => self.outbox.answer(&id, outcome),
             Ok(Some(Incoming::Notification { method, params })) => self.notified(&method, &params),
-            Ok(Some(Incoming::Request { id, method, params })) => {
+            Ok(Some(Incoming::Request { id, method, params })) if method == "initialize" => {
+                let outcome = initialize(&params);
+                if outcome.is_ok() {
+                    self.initialized.store(true, Ordering::SeqCst);
+                }
+                self.outbox.respond(id, outcome);
+            }
+            Ok(Some(Incoming::Request { id, method, .. }))
+                if !self.initialized.load(Ordering::SeqCst) =>
+            {
+                self.outbox.respond(
+                    id,
+                    Err(RpcError::invalid_request(format!(
+                        "`initialize` must be the first request of a connection; `{method}` came \
+                         before it"
+                    ))),
+                );
+            }
+            Ok(Some(Incoming::Request { id, method, params })) if method == "session/prompt" => {
+                let key = id.to_string();
+                let begun = self.begin_prompt(&key, &params);
+                let (session, text) = match begun {
+                    Ok(begun) => begun,
+                    Err(error) => return self.outbox.respond(id, Err(error)),
+                };
+                let cancel = CancellationToken::new();
+                self.prompts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(
+                        key.clone(),
+                        RunningPrompt {
+                            session_id: params["sessionId"].as_str().unwrap_or_default().to_owned(),
+                            cancel: cancel.clone(),
+                        },
+                    );
+                let entry = self.answering.enter();
                 let server = Arc::clone(self);
                 tokio::spawn(async move {
-                    let outcome = server.request(&method, params).await;
+                    let outcome = server.prompt(&session, &text, &cancel).await;
+                    // The session takes its next prompt once this one is answered.
+                    drop(session);
+                    server
+                        .prompts
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&key);
                     server.outbox.respond(id, outcome);
+                    drop(entry);
                 });
             }
+            Ok(Some(Incoming::Request { id, method, params }))
+                if method == "session/new" || method == "session/load" =>
+            {
+                // Waits for room: the opens end by themselves, never waiting for the client.
+                let Ok(permit) = Arc::clone(&self.opening).acquire_owned().await else {
+                    return;
+                };
+                let server = Arc::clone(self);
+                tokio::spawn(async move {
+                    let outcome = match method.as_str() {
+                        "session/new" => server.new_session(&params).await,
+                        _ => server.load_session(&params).await,
+                    };
+                    server.outbox.respond(id, outcome);
+                    drop(permit);
+                });
+            }
+            Ok(Some(Incoming::Request { id, method, .. })) => self.outbox.respond(
+                id,
+                Err(RpcError::new(rpc::METHOD_NOT_FOUND, "Method not found")
+                    .with_data(json!({"method": method}))),
+            ),
         }
+    }
+
+    /// The checks of a `session/prompt` made as it is read, in the order of the input: the id
+    /// `key` not in use, the session open, the prompt readable, no other prompt of the session
+    /// running (the session is then marked as prompting, until the returned session's
+    /// [`Prompting`] ends).
+    fn begin_prompt(&self, key: &str, params: &Value) -> Result<(Prompting, String), RpcError> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(RpcError::invalid_request("the connection is closing"));
+        }
+        if self
+            .prompts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(key)
+        {
+            return Err(RpcError::invalid_request(format!(
+                "request id {key} is already in use by a request still being answered"
+            )));
+        }
+        let id = params["sessionId"]
+            .as_str()
+            .ok_or_else(|| RpcError::invalid_params("`sessionId` must be a string"))?;
+        let session = self.session(id)?;
+        let text = prompt_text(&params["prompt"])?;
+        if session.prompting.swap(true, Ordering::SeqCst) {
+            return Err(RpcError::invalid_request(
+                "a prompt of this session is still running",
+            ));
+        }
+        Ok((Prompting(session), text))
     }
 
     fn notified(&self, method: &str, params: &Value) {
         match method {
             "session/cancel" => {
                 let id = params["sessionId"].as_str().unwrap_or_default();
-                match self.session(id) {
-                    Ok(session) => session.agent.cancel_turn(),
-                    Err(_) => tracing::warn!(session = id, "session/cancel for no open session"),
+                let Ok(session) = self.session(id) else {
+                    tracing::warn!(session = id, "session/cancel for no open session");
+                    return;
+                };
+                let mut cancelled = false;
+                for prompt in self
+                    .prompts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .filter(|prompt| prompt.session_id == id)
+                {
+                    prompt.cancel.cancel();
+                    cancelled = true;
+                }
+                // No prompt of the editor's: the turn running is one a job's notice opened.
+                if !cancelled {
+                    session.agent.cancel_turn();
+                }
+            }
+            // JSON-RPC's cancellation (ACP's `$/cancel_request`): a prompt stops as
+            // `session/cancel` stops it; the other requests end too soon to be worth it.
+            "$/cancel_request" => {
+                let request = params["requestId"].to_string();
+                match self
+                    .prompts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&request)
+                {
+                    Some(prompt) => prompt.cancel.cancel(),
+                    None => tracing::debug!(%request, "$/cancel_request for no running prompt"),
                 }
             }
             // Notifications have no answer: one not understood is only logged.
             other => tracing::debug!(method = other, "an ACP notification not handled"),
-        }
-    }
-
-    async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
-        match method {
-            "initialize" => initialize(&params),
-            "session/new" => self.new_session(&params).await,
-            "session/load" => self.load_session(&params).await,
-            "session/prompt" => self.prompt(&params).await,
-            other => Err(RpcError::new(rpc::METHOD_NOT_FOUND, "Method not found")
-                .with_data(json!({"method": other}))),
         }
     }
 
@@ -277,13 +435,15 @@ impl Server {
     /// replayed to the editor when continuing.
     async fn open(
         &self,
-        lease: SessionLease,
+        mut lease: SessionLease,
         history: Option<SessionLog>,
         cwd: PathBuf,
         servers: McpConfig,
     ) -> Result<(), RpcError> {
         let options = &self.config.options;
         let session_id = lease.id().to_owned();
+        // A session `session/new` made that fails to open is discarded, not left crashed.
+        lease.set_discard_on_drop(true);
         let (executor, sandbox, launcher) = crate::tools::shell_executor(
             options.sandbox.as_deref(),
             &cwd,
@@ -292,6 +452,8 @@ impl Server {
         )
         .map_err(|f| RpcError::internal(f.message))?;
         let (registry, jobs) = crate::tools::registry_with(!options.no_background, executor);
+        nested::announce(&registry, self.outbox.clone(), &session_id)
+            .map_err(RpcError::internal)?;
         if !self.config.no_ask {
             permission::install(&registry, self.outbox.clone(), &session_id)
                 .map_err(RpcError::internal)?;
@@ -301,6 +463,8 @@ impl Server {
         } else {
             let mut mcp_options = McpOptions::default();
             mcp_options.base_dir = Some(cwd.clone());
+            // `--no-ask` runs every call without asking the editor, the MCP servers' too.
+            mcp_options.approve_destructive = !self.config.no_ask;
             // The editor's stdio servers start in the session's sandbox, as `.mcp.json`'s do.
             mcp_options.launcher = launcher;
             Some(
@@ -372,13 +536,14 @@ impl Server {
             .sandbox(sandbox)
             .subscriber(subscriber)
             .session_id(session_id.clone())
-            .log(lease.log_path());
+            .session_log(&lease);
         if let Some(log) = history {
             builder = builder.resume(log);
         }
         let agent = builder
             .build()
             .map_err(|e| RpcError::internal(format!("cannot start the agent: {e}")))?;
+        lease.set_discard_on_drop(false);
         let directory = AgentDirectory::new();
         directory.insert(&agent);
         jobs.set_turn_opener(Arc::new(directory.clone()));
@@ -393,6 +558,7 @@ impl Server {
                     lease: Mutex::new(Some(lease)),
                     mcp,
                     model_error,
+                    prompting: AtomicBool::new(false),
                     _directory: directory,
                 }),
             );
@@ -406,23 +572,48 @@ impl Server {
         );
     }
 
-    async fn prompt(&self, params: &Value) -> Result<Value, RpcError> {
-        let id = params["sessionId"]
-            .as_str()
-            .ok_or_else(|| RpcError::invalid_params("`sessionId` must be a string"))?;
-        let session = self.session(id)?;
-        let text = prompt_text(&params["prompt"])?;
-        *session
-            .model_error
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        let outcome = session.agent.run(text).await.map_err(|e| match e {
-            agent_loop::AgentError::Busy(_) => RpcError::new(
-                rpc::INVALID_REQUEST,
-                "a prompt of this session is still running",
-            ),
-            other => RpcError::internal(other),
-        })?;
+    /// `session/prompt`: one turn for the editor's prompt. A turn the editor did not ask for
+    /// (a background job's notice opened it) may be running: the prompt waits for it to end,
+    /// then has its own turn. `cancel` stops the prompt, waiting or running.
+    async fn prompt(
+        &self,
+        prompting: &Prompting,
+        text: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Value, RpcError> {
+        let session = &prompting.0;
+        let cancelled = || Ok(json!({"stopReason": "cancelled"}));
+        let outcome = loop {
+            if cancel.is_cancelled() {
+                return cancelled();
+            }
+            *session
+                .model_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = None;
+            let run = session.agent.run(text);
+            tokio::pin!(run);
+            // Biased: the turn is begun (or found busy) before a cancel is looked at, so the
+            // cancel below stops this prompt's turn and never a notice's.
+            let ran = tokio::select! {
+                biased;
+                ran = &mut run => ran,
+                () = cancel.cancelled() => {
+                    session.agent.cancel_turn();
+                    run.await
+                }
+            };
+            match ran {
+                Ok(outcome) => break outcome,
+                Err(agent_loop::AgentError::Busy(_)) => {
+                    tokio::select! {
+                        () = session.agent.wait_idle() => {}
+                        () = cancel.cancelled() => return cancelled(),
+                    }
+                }
+                Err(other) => return Err(RpcError::internal(other)),
+            }
+        };
         let stop = match outcome.reason {
             TurnEndReason::Completed | TurnEndReason::Concluded => "end_turn",
             TurnEndReason::Cancelled => "cancelled",
@@ -443,6 +634,20 @@ impl Server {
     /// Ends every session: running turns cancelled, jobs stopped, MCP servers shut down, the
     /// session recorded as ended and its lease released.
     async fn shutdown(&self) {
+        // No prompt begins any more, and none waiting for a notice's turn begins one: each
+        // is cancelled and answered before its session is disposed.
+        self.closing.store(true, Ordering::SeqCst);
+        for prompt in self
+            .prompts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            prompt.cancel.cancel();
+        }
+        // The sessions still opening are opened, answered and then ended with the others.
+        let _opened = self.opening.acquire_many(MAX_OPENING as u32).await;
+        self.answering.idle().await;
         let sessions: Vec<Arc<Session>> = self
             .sessions
             .lock()
@@ -467,6 +672,16 @@ impl Server {
                     .take(),
             );
         }
+    }
+}
+
+/// A session with a prompt of the editor's being answered: marked answered when this ends,
+/// however its answer ends.
+struct Prompting(Arc<Session>);
+
+impl Drop for Prompting {
+    fn drop(&mut self) {
+        self.0.prompting.store(false, Ordering::SeqCst);
     }
 }
 
@@ -496,140 +711,6 @@ fn initialize(params: &Value) -> Result<Value, RpcError> {
         "authMethods": [],
         "agentInfo": {"name": "dsh-agent", "title": "dsh-agent", "version": env!("CARGO_PKG_VERSION")},
     }))
-}
-
-/// The session's `cwd`: an absolute path to a directory.
-fn working_directory(params: &Value) -> Result<PathBuf, RpcError> {
-    let cwd = params["cwd"]
-        .as_str()
-        .map(PathBuf::from)
-        .ok_or_else(|| RpcError::invalid_params("`cwd` must be a string"))?;
-    if !cwd.is_absolute() || !cwd.is_dir() {
-        return Err(RpcError::invalid_params(format!(
-            "`cwd` must be an absolute path to a directory: {}",
-            cwd.display()
-        )));
-    }
-    Ok(cwd)
-}
-
-/// The `mcpServers` of `session/new` or `session/load` as a `tool-mcp` configuration: stdio
-/// and HTTP servers (this agent does not announce SSE).
-fn mcp_config(params: &Value) -> Result<McpConfig, RpcError> {
-    let mut config = McpConfig::default();
-    let servers = match &params["mcpServers"] {
-        Value::Null => return Ok(config),
-        Value::Array(servers) => servers,
-        _ => return Err(RpcError::invalid_params("`mcpServers` must be an array")),
-    };
-    let pairs = |value: &Value, what: &str| -> Result<BTreeMap<String, String>, RpcError> {
-        match value {
-            Value::Null => Ok(BTreeMap::new()),
-            Value::Array(items) => items
-                .iter()
-                .map(
-                    |item| match (item["name"].as_str(), item["value"].as_str()) {
-                        (Some(name), Some(value)) => Ok((name.to_owned(), value.to_owned())),
-                        _ => Err(RpcError::invalid_params(format!(
-                            "each of `{what}` has a string `name` and `value`"
-                        ))),
-                    },
-                )
-                .collect(),
-            _ => Err(RpcError::invalid_params(format!(
-                "`{what}` must be an array"
-            ))),
-        }
-    };
-    for server in servers {
-        let name = server["name"]
-            .as_str()
-            .ok_or_else(|| RpcError::invalid_params("an MCP server needs a string `name`"))?;
-        let entry = match server["type"].as_str() {
-            None | Some("stdio") => {
-                let command = server["command"].as_str().ok_or_else(|| {
-                    RpcError::invalid_params(format!("MCP server `{name}` needs a `command`"))
-                })?;
-                let args: Vec<String> = match &server["args"] {
-                    Value::Null => Vec::new(),
-                    Value::Array(args) => args
-                        .iter()
-                        .map(|a| a.as_str().map(str::to_owned))
-                        .collect::<Option<_>>()
-                        .ok_or_else(|| {
-                            RpcError::invalid_params(format!(
-                                "MCP server `{name}`: `args` must be strings"
-                            ))
-                        })?,
-                    _ => {
-                        return Err(RpcError::invalid_params(format!(
-                            "MCP server `{name}`: `args` must be an array"
-                        )));
-                    }
-                };
-                let mut stdio = StdioServer::new(command, args);
-                stdio.env = pairs(&server["env"], "env")?;
-                ServerConfig::Stdio(stdio)
-            }
-            Some("http") => {
-                let mut http = HttpServer::default();
-                http.url = server["url"]
-                    .as_str()
-                    .ok_or_else(|| {
-                        RpcError::invalid_params(format!("MCP server `{name}` needs a `url`"))
-                    })?
-                    .to_owned();
-                http.headers = pairs(&server["headers"], "headers")?;
-                ServerConfig::Http(http)
-            }
-            Some(other) => {
-                return Err(RpcError::invalid_params(format!(
-                    "MCP server `{name}`: transport `{other}` is not supported (mcpCapabilities)"
-                )));
-            }
-        };
-        config.servers.insert(name.to_owned(), entry);
-    }
-    Ok(config)
-}
-
-/// The user's words from a prompt's content blocks: text, links to resources, and the text of
-/// embedded resources; images and audio were not announced and are refused.
-fn prompt_text(prompt: &Value) -> Result<String, RpcError> {
-    let blocks = prompt
-        .as_array()
-        .ok_or_else(|| RpcError::invalid_params("`prompt` must be an array of content blocks"))?;
-    let mut parts = Vec::new();
-    for block in blocks {
-        match block["type"].as_str() {
-            Some("text") => parts.push(
-                block["text"]
-                    .as_str()
-                    .ok_or_else(|| RpcError::invalid_params("a text block needs `text`"))?
-                    .to_owned(),
-            ),
-            Some("resource_link") => {
-                let uri = block["uri"].as_str().unwrap_or_default();
-                let name = block["name"].as_str().unwrap_or(uri);
-                parts.push(format!("[{name}]({uri})"));
-            }
-            Some("resource") => {
-                let resource = &block["resource"];
-                let uri = resource["uri"].as_str().unwrap_or_default();
-                let text = resource["text"].as_str().ok_or_else(|| {
-                    RpcError::invalid_params("only text resources can be embedded")
-                })?;
-                parts.push(format!("<resource uri=\"{uri}\">\n{text}\n</resource>"));
-            }
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "content of type {} is not supported (promptCapabilities)",
-                    other.unwrap_or("(none)")
-                )));
-            }
-        }
-    }
-    Ok(parts.join("\n"))
 }
 
 /// The model adapter of a session: the model's text and reasoning go to the editor as they
@@ -665,64 +746,5 @@ impl ModelAdapter for Streamed {
             );
             item
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn the_editors_mcp_servers_become_a_tool_mcp_configuration() {
-        let config = mcp_config(&json!({"mcpServers": [
-            {"name": "files", "command": "/usr/bin/fs", "args": ["/w"],
-             "env": [{"name": "TOKEN", "value": "t"}]},
-            {"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp",
-             "headers": [{"name": "Authorization", "value": "Bearer x"}]}
-        ]}))
-        .unwrap();
-        let mut stdio = StdioServer::new("/usr/bin/fs", ["/w"]);
-        stdio.env.insert("TOKEN".into(), "t".into());
-        let mut http = HttpServer::default();
-        http.url = "http://127.0.0.1:1/mcp".into();
-        http.headers
-            .insert("Authorization".into(), "Bearer x".into());
-        let mut expected = McpConfig::default();
-        expected
-            .servers
-            .insert("files".into(), ServerConfig::Stdio(stdio));
-        expected
-            .servers
-            .insert("web".into(), ServerConfig::Http(http));
-        assert_eq!(config, expected);
-        let refused = mcp_config(&json!({"mcpServers": [
-            {"type": "sse", "name": "old", "url": "http://x", "headers": []}
-        ]}))
-        .unwrap_err();
-        assert_eq!(refused.code, rpc::INVALID_PARAMS);
-    }
-
-    #[test]
-    fn a_prompt_reads_text_links_and_embedded_text_and_refuses_images() {
-        let text = prompt_text(&json!([
-            {"type": "text", "text": "Look at"},
-            {"type": "resource_link", "uri": "file:///w/a.rs", "name": "a.rs"},
-            {"type": "resource", "resource": {"uri": "file:///w/b.rs", "text": "fn b() {}"}}
-        ]))
-        .unwrap();
-        assert_eq!(
-            text,
-            "Look at\n[a.rs](file:///w/a.rs)\n<resource uri=\"file:///w/b.rs\">\nfn b() {}\n</resource>"
-        );
-        let refused = prompt_text(&json!([{"type": "image", "data": "", "mimeType": "image/png"}]))
-            .unwrap_err();
-        assert_eq!(refused.code, rpc::INVALID_PARAMS);
-        assert_eq!(
-            prompt_text(&json!("words")).unwrap_err().code,
-            rpc::INVALID_PARAMS
-        );
     }
 }

@@ -2,14 +2,21 @@
 //!
 //! Incoming lines become [`Incoming`] values or a protocol error to send back; outgoing
 //! messages go through one [`Outbox`], whose writer task keeps them whole and in order, so a
-//! prompt's updates always precede its response.
+//! prompt's updates always precede its response. The framing half (the bounded line reader,
+//! [`parse`] and the error replies) is shared with `dsh-agent mcp`, so both servers answer the
+//! same bad input the same way.
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+/// The most messages queued for stdout and not yet written before the reader stops reading
+/// stdin ([`Outbox::room`]): a client that does not read its stdout stops being read, instead
+/// of having its every line's answer kept for it.
+pub(crate) const MAX_UNWRITTEN: usize = 64;
 
 /// JSON-RPC's error codes, and ACP's for a resource (here: a session) that does not exist.
 pub(crate) const PARSE_ERROR: i64 = -32700;
@@ -20,8 +27,76 @@ pub(crate) const INTERNAL_ERROR: i64 = -32603;
 pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// The longest message a client may send, newline included: a line that never ends must not
-/// grow without bound. Prompts carry text and resource links, far below this.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// grow without bound, and a longer one is read through and discarded, never kept. Prompts
+/// carry text and resource links, far below this; 16 MiB is also rmcp's own line limit.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most JSON values (every scalar, array and object, nested ones included) a message may
+/// hold. Parsing expands each value: a 16 MiB line of `[0,0,…]` is eight million values, which
+/// cost hundreds of MiB as `serde_json::Value`s and over a GiB as rmcp's typed messages. A
+/// prompt or a tool call holds a few dozen; [`too_many_values`] counts them before any parse.
+pub(crate) const MAX_MESSAGE_VALUES: usize = 100_000;
+
+/// The refusal of a message of more than [`MAX_MESSAGE_VALUES`] values, with its id when it
+/// can be read, found by a scan that allocates nothing per value; `None` for one within it.
+pub(crate) fn too_many_values(text: &str) -> Option<(Value, RpcError)> {
+    if count_values(text.as_bytes(), MAX_MESSAGE_VALUES) <= MAX_MESSAGE_VALUES {
+        return None;
+    }
+    let error = RpcError::invalid_request(format!(
+        "too many values: a message holds at most {MAX_MESSAGE_VALUES} JSON values"
+    ));
+    Some((request_id(text), error))
+}
+
+/// The number of JSON values in `text`, counted up to just past `cap`: one per element and
+/// member value, and the message itself. Strings are skipped whole, so their text does not
+/// count; malformed input is counted as far as it goes (the parser then names its fault).
+fn count_values(text: &[u8], cap: usize) -> usize {
+    let mut values = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in text {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            // A comma starts the next element or member; a bracket the first one (an empty
+            // container counts one too many, which is harmless).
+            b',' | b'[' | b'{' => {
+                values += 1;
+                if values > cap {
+                    return values;
+                }
+            }
+            _ => {}
+        }
+    }
+    values
+}
+
+/// A message's `id` when it is a string or a number, read without building its other values
+/// (they are skipped); `null` otherwise.
+fn request_id(text: &str) -> Value {
+    // The top level's members, each kept as its raw text: nothing under them is built.
+    let members: HashMap<&str, &serde_json::value::RawValue> = match serde_json::from_str(text) {
+        Ok(members) => members,
+        Err(_) => return Value::Null,
+    };
+    members
+        .get("id")
+        .map(|raw| raw.get())
+        .filter(|raw| raw.starts_with(|c: char| c == '"' || c == '-' || c.is_ascii_digit()))
+        .and_then(|raw| serde_json::from_str::<Value>(raw).ok())
+        .unwrap_or(Value::Null)
+}
 
 /// What [`read_message`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,6 +181,30 @@ impl RpcError {
         RpcError::new(INTERNAL_ERROR, "Internal error").with_data(json!(why.to_string()))
     }
 
+    /// A message that is not a valid request (or notification, or response): `why` says how.
+    pub(crate) fn invalid_request(why: impl std::fmt::Display) -> RpcError {
+        RpcError::new(INVALID_REQUEST, "Invalid Request").with_data(json!(why.to_string()))
+    }
+
+    /// The answer to a line over [`MAX_MESSAGE_BYTES`], which was discarded unread: its id is
+    /// unknown, so it goes out with a `null` one.
+    pub(crate) fn too_long() -> RpcError {
+        RpcError::invalid_request(format!(
+            "a message longer than {MAX_MESSAGE_BYTES} bytes ({} MiB) was discarded",
+            MAX_MESSAGE_BYTES / (1024 * 1024)
+        ))
+    }
+
+    /// The answer to a line that is not UTF-8, which JSON always is: its id is unknown.
+    pub(crate) fn not_utf8() -> RpcError {
+        RpcError::new(PARSE_ERROR, "Parse error").with_data(json!("a message is UTF-8 text"))
+    }
+
+    /// The error response to a request `id` (`null` when it could not be read), as a line.
+    pub(crate) fn response(&self, id: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "error": self.to_json()})
+    }
+
     fn to_json(&self) -> Value {
         let mut error = json!({"code": self.code, "message": self.message});
         if let Some(data) = &self.data {
@@ -139,22 +238,20 @@ pub(crate) fn parse(line: &str) -> Result<Option<Incoming>, (Value, RpcError)> {
     if line.trim().is_empty() {
         return Ok(None);
     }
+    if let Some(refused) = too_many_values(line) {
+        return Err(refused);
+    }
     let value: Value = serde_json::from_str(line).map_err(|e| {
         (
             Value::Null,
             RpcError::new(PARSE_ERROR, "Parse error").with_data(json!(e.to_string())),
         )
     })?;
-    let invalid = |id: Value, why: &str| {
-        Err((
-            id,
-            RpcError::new(INVALID_REQUEST, "Invalid Request").with_data(json!(why)),
-        ))
-    };
+    let invalid = |id: Value, why: &str| Err((id, RpcError::invalid_request(why)));
     let Value::Object(mut object) = value else {
         return invalid(
             Value::Null,
-            "a message is a JSON object (ACP sends no batches)",
+            "a message is a JSON object (batches are not supported)",
         );
     };
     let id = object.remove("id");
@@ -215,6 +312,28 @@ pub(crate) struct Outbox {
     sender: mpsc::UnboundedSender<Option<Value>>,
     pending: Arc<Mutex<Waiting>>,
     next_id: Arc<AtomicU64>,
+    backlog: Arc<Backlog>,
+}
+
+/// How many messages are queued and not yet written, and the writer's word when it writes one.
+#[derive(Debug, Default)]
+struct Backlog {
+    unwritten: AtomicUsize,
+    written: Notify,
+    /// The writer stopped (stdout failed): nothing will be written any more.
+    gone: AtomicBool,
+}
+
+impl Backlog {
+    fn written(&self) {
+        self.unwritten.fetch_sub(1, Ordering::SeqCst);
+        self.written.notify_waiters();
+    }
+
+    fn gone(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+        self.written.notify_waiters();
+    }
 }
 
 impl Outbox {
@@ -222,6 +341,8 @@ impl Outbox {
     /// [`Outbox::close`] or when stdout fails.
     pub(crate) fn stdout() -> (Outbox, tokio::task::JoinHandle<()>) {
         let (sender, mut receiver) = mpsc::unbounded_channel::<Option<Value>>();
+        let outbox = Outbox::over(sender);
+        let backlog = Arc::clone(&outbox.backlog);
         let writer = tokio::spawn(async move {
             let mut stdout = tokio::io::stdout();
             while let Some(Some(message)) = receiver.recv().await {
@@ -230,11 +351,13 @@ impl Outbox {
                 if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err()
                 {
                     tracing::warn!("the ACP client stopped reading stdout");
+                    backlog.gone();
                     return;
                 }
+                backlog.written();
             }
         });
-        (Outbox::over(sender), writer)
+        (outbox, writer)
     }
 
     /// An outbox that hands each message to `sender` (tests read them from its receiver).
@@ -243,12 +366,30 @@ impl Outbox {
             sender,
             pending: Arc::default(),
             next_id: Arc::new(AtomicU64::new(0)),
+            backlog: Arc::default(),
         }
     }
 
     fn send(&self, message: Value) {
+        self.backlog.unwritten.fetch_add(1, Ordering::SeqCst);
         // The writer is gone only once stdout failed; nobody is left to tell.
         let _ = self.sender.send(Some(message));
+    }
+
+    /// Waits until fewer than [`MAX_UNWRITTEN`] messages wait for stdout (or stdout failed,
+    /// when waiting would be for ever): the reader's backpressure.
+    pub(crate) async fn room(&self) {
+        loop {
+            let written = self.backlog.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            if self.backlog.gone.load(Ordering::SeqCst)
+                || self.backlog.unwritten.load(Ordering::SeqCst) < MAX_UNWRITTEN
+            {
+                return;
+            }
+            written.await;
+        }
     }
 
     pub(crate) fn notify(&self, method: &str, params: Value) {
@@ -258,9 +399,7 @@ impl Outbox {
     pub(crate) fn respond(&self, id: Value, outcome: Result<Value, RpcError>) {
         match outcome {
             Ok(result) => self.send(json!({"jsonrpc": "2.0", "id": id, "result": result})),
-            Err(error) => {
-                self.send(json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()}));
-            }
+            Err(error) => self.send(error.response(id)),
         }
     }
 
@@ -407,6 +546,28 @@ mod tests {
             error(r#"{"jsonrpc":"2.0","result":{}}"#),
             (Value::Null, INVALID_REQUEST)
         );
+    }
+
+    #[test]
+    fn values_are_counted_outside_strings_and_a_message_past_the_cap_refused_with_its_id() {
+        for (text, values) in [
+            ("{}", 2),
+            ("[1,2,3]", 4),
+            (r#"{"a":[1,{"b":2}],"c":"x,[{"}"#, 6),
+            (r#"{"a":"quote \" , [ escaped","b":1}"#, 3),
+        ] {
+            assert_eq!(count_values(text.as_bytes(), usize::MAX), values, "{text}");
+        }
+        let many = format!(
+            r#"{{"jsonrpc":"2.0","id":"big","method":"m","params":[{}0]}}"#,
+            "0,".repeat(MAX_MESSAGE_VALUES)
+        );
+        let (id, error) = too_many_values(&many).unwrap();
+        assert_eq!((id, error.code), (json!("big"), INVALID_REQUEST));
+        // Within the cap, and an id that is no string or number: not refused, or no id.
+        assert_eq!(too_many_values(r#"{"id":1,"params":[0,0]}"#), None);
+        assert_eq!(request_id(r#"{"id":[1],"params":0}"#), Value::Null);
+        assert_eq!(request_id("{not json"), Value::Null);
     }
 
     #[tokio::test]

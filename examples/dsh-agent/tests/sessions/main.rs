@@ -1,21 +1,23 @@
 //! `dsh-agent`'s session store from the outside: where sessions go, spill files that outlive
 //! the run, `sessions list` and `prune`, `resume` (ids that continue, a torn last line, the
-//! lock, a fork), SIGTERM, and SIGKILL at random points followed by a resume. Every test uses
-//! a store of its own in a temporary directory.
+//! lock, a fork); [`signals`] has SIGTERM, and SIGKILL at random points followed by a resume.
+//! Every test uses a store of its own in a temporary directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod signals;
+#[path = "../support/mod.rs"]
 mod support;
 
 use agent_loop::{FsSessionStore, SessionStore};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 use support::{scratch, stderr, stdout, text_step};
 
 /// `dsh-agent <args>` over the store in `store`.
@@ -456,235 +458,6 @@ fn a_torn_last_line_is_dropped_and_said_and_a_fork_is_a_new_session() {
 }
 
 #[test]
-fn sigterm_ends_the_session_as_interrupted_with_its_log_flushed() {
-    let dir = scratch();
-    let store = dir.path().join("sessions");
-    let script = script(
-        dir.path(),
-        "s.json",
-        json!([
-            calls(&[bash("c1", "sleep 30", true)]),
-            { "text": "slow", "delayMs": 60_000 },
-        ]),
-    );
-    let child = command(&store, &["run", "--json", "--script", &script])
-        .spawn()
-        .unwrap();
-    // Once the job started, the turn is waiting for the slow answer.
-    terminate_once_printed(child, "job/start");
-    let id = only_session(&store);
-    let log = events(&store, &id);
-    let last = log.last().unwrap();
-    assert_eq!(
-        (&last["type"], &last["reason"]),
-        (&json!("session/end"), &json!("interrupted"))
-    );
-    let turn_end = of_type(&log, "turn/end");
-    assert_eq!(turn_end[0]["reason"], "cancelled");
-    check_ids(&log);
-    assert_eq!(list(&store)[0]["state"], "interrupted");
-}
-
-/// A foreground command that stopped its supervisor (possible with the sandbox off) does not
-/// keep SIGTERM from ending the session: the harness kills what it cannot hear from.
-#[test]
-fn sigterm_ends_a_session_whose_command_stopped_its_supervisor() {
-    let dir = scratch();
-    let store = dir.path().join("sessions");
-    let script = script(
-        dir.path(),
-        "s.json",
-        json!([calls(&[bash("c1", "kill -STOP $PPID; sleep 30", false)]), { "text": "done" }]),
-    );
-    let child = command(
-        &store,
-        &["run", "--json", "--sandbox", "off", "--script", &script],
-    )
-    .spawn()
-    .unwrap();
-    terminate_once_printed(child, "tool/call");
-    let id = only_session(&store);
-    let log = events(&store, &id);
-    assert_eq!(log.last().unwrap()["reason"], json!("interrupted"));
-}
-
-/// Reads `child`'s `--json` events until one of type `kind`, then sends SIGTERM: the run must
-/// end promptly with the status of an interrupted session (130).
-fn terminate_once_printed(mut child: Child, kind: &str) {
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while serde_json::from_str::<Value>(&line).map_or(true, |event| event["type"] != kind) {
-        line.clear();
-        assert_ne!(out.read_line(&mut line).unwrap(), 0, "no {kind}");
-    }
-    let sent = Instant::now();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
-    assert!(
-        sent.elapsed() < Duration::from_secs(20),
-        "{:?}",
-        sent.elapsed()
-    );
-}
-
-/// A tiny deterministic generator (no dependency needed): the seed is printed on failure.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
-
-#[test]
-fn fifty_runs_killed_at_random_points_each_resume() {
-    let dir = scratch();
-    let store = dir.path().join("sessions");
-    // Foreground and background commands, a spilled output, and a notice that wakes a turn.
-    let busy = script(
-        dir.path(),
-        "busy.json",
-        json!([
-            calls(&[
-                bash("c1", "echo one", false),
-                bash("c2", "sleep 0.1; echo bg", true)
-            ]),
-            calls(&[bash("c3", "seq 1 20000", false), bash("c4", "true", true)]),
-            text_step("waiting"),
-            text_step("done"),
-        ]),
-    );
-    let again = script(
-        dir.path(),
-        "again.json",
-        json!([
-            calls(&[
-                bash("c1", "echo again", false),
-                bash("c2", "sleep 30", true)
-            ]),
-            text_step("resumed"),
-        ]),
-    );
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    let mut random = Lcg(seed);
-    let started = Instant::now();
-    let mut crashed = 0;
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    // How long a run takes from its first event to its end, here and now: the kills fall in
-    // that span, so that most land mid-run however fast this machine is.
-    let span = {
-        let mut child = command(&store, &["run", "--json", "--script", &busy])
-            .env("TMPDIR", &tmp)
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
-        let begun = Instant::now();
-        std::io::copy(&mut out, &mut std::io::sink()).unwrap();
-        child.wait().unwrap();
-        u64::try_from(begun.elapsed().as_millis()).unwrap().max(20)
-    };
-    for run in 0..50 {
-        let mut child = command(&store, &["run", "--json", "--script", &busy])
-            .env("TMPDIR", &tmp)
-            .spawn()
-            .unwrap();
-        // The session exists once its first event is out; then a random moment of the run.
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        out.read_line(&mut first).unwrap();
-        let start: Value = serde_json::from_str(&first).unwrap();
-        let id = start["sessionId"].as_str().unwrap().to_owned();
-        std::thread::sleep(Duration::from_millis(random.below(span)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        // Read tolerantly: the kill may have torn the last line.
-        let text = std::fs::read_to_string(store.join(&id).join("events.jsonl")).unwrap();
-        let last = text
-            .lines()
-            .rev()
-            .find_map(|line| serde_json::from_str::<Value>(line).ok());
-        if last.is_none_or(|event| event["type"] != "session/end") {
-            crashed += 1;
-        }
-
-        let output = run_resume(&store, &id, &again);
-        assert_eq!(
-            output.status.code(),
-            Some(4),
-            "run {run} (seed {seed}): {}",
-            stderr(&output)
-        );
-        let log = events(&store, &id);
-        check_ids(&log);
-        let lost = log
-            .iter()
-            .filter(|e| {
-                e["type"] == "context/inject"
-                    && e["content"].as_str().unwrap().contains("lost with it")
-            })
-            .count();
-        assert!(
-            lost <= 1,
-            "run {run} (seed {seed}): {lost} lost-job notices"
-        );
-    }
-    // The kills fell mid-run, not only after the runs had ended.
-    assert!(
-        crashed >= 25,
-        "only {crashed} of 50 runs were killed mid-run (seed {seed}, span {span} ms)"
-    );
-    let sessions = list(&store);
-    // The fifty, and the one that measured the span.
-    assert_eq!(sessions.len(), 51);
-    assert!(
-        sessions.iter().all(|s| s["state"] == "ended"),
-        "{sessions:?}"
-    );
-    // Nothing was left loose in the temporary directory: every spill is in its session.
-    let loose: Vec<_> = std::fs::read_dir(&tmp)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(loose, Vec::<PathBuf>::new(), "seed {seed}");
-    assert!(
-        started.elapsed() < Duration::from_secs(120),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-fn run_resume(store: &Path, id: &str, script: &str) -> Output {
-    run(
-        store,
-        &[
-            "resume",
-            id,
-            "--script",
-            script,
-            "--wait-jobs",
-            "0",
-            "go on",
-        ],
-    )
-}
-
-#[test]
 fn a_failed_run_ends_its_session_as_failed_and_a_gone_directory_is_named() {
     let dir = scratch();
     let store = dir.path().join("sessions");
@@ -722,19 +495,272 @@ fn a_failed_run_ends_its_session_as_failed_and_a_gone_directory_is_named() {
     );
 }
 
+#[cfg(target_os = "linux")]
 #[test]
-fn sigterm_ends_a_chat_waiting_for_a_line() {
+fn a_run_whose_calls_were_denied_removes_its_temporary_directory_and_forks() {
     let dir = scratch();
     let store = dir.path().join("sessions");
-    let script = script(dir.path(), "s.json", json!([text_step("hello")]));
-    let mut child = command(&store, &["chat", "--json", "--script", &script, "hi"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Kept open and never written: once the first turn ended, the chat waits for a line.
-    let _stdin = child.stdin.take().unwrap();
-    terminate_once_printed(child, "turn/end");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let denying = script(
+        dir.path(),
+        "s.json",
+        json!([calls(&[bash("c1", "echo hi", false)]), text_step("denied")]),
+    );
+    // `--ask` without a terminal denies every call.
+    run_ok(
+        &store,
+        &[
+            "run",
+            "--ask",
+            "--script",
+            &denying,
+            "--cwd",
+            work.to_str().unwrap(),
+        ],
+    );
     let id = only_session(&store);
     let log = events(&store, &id);
-    assert_eq!(log.last().unwrap()["reason"], "interrupted");
+    let denied = of_type(&log, "tool/result")[0].to_string();
+    assert!(denied.contains("the call was denied"), "{denied}");
+    let temp = PathBuf::from(log[0]["sandbox"]["tempDir"].as_str().unwrap());
+    assert_eq!(temp.parent(), Some(store.join(&id).join("spill").as_path()));
+    assert!(!temp.exists(), "{} outlived its run", temp.display());
+
+    // A leftover one (as a run killed by SIGKILL leaves) is no spill file: a fork leaves it.
+    let leftover = store.join(&id).join("spill").join("dsh-sandbox-tmp-left");
+    std::fs::create_dir(&leftover).unwrap();
+    std::fs::write(leftover.join("scratch"), "temporary").unwrap();
+    let again = script(dir.path(), "again.json", json!([text_step("forked")]));
+    run_ok(
+        &store,
+        &["resume", &id, "--fork", "--script", &again, "fork"],
+    );
+    let sessions = list(&store);
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let fork = sessions[1]["id"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_dir(store.join(fork).join("spill"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_tampered_store_is_refused_with_the_reason_and_left_as_it_is() {
+    let dir = scratch();
+    let (store, script) = two_ended_sessions(dir.path());
+    let ids: Vec<String> = list(&store)
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    let resume = |id: &str| run(&store, &["resume", id, "--script", &script, "more"]);
+
+    // The first log linked to a file outside the store, its last line unended.
+    let outside = dir.path().join("outside.jsonl");
+    std::fs::write(&outside, "{\"seq\":1}\n{\"unended").unwrap();
+    let log = store.join(&ids[0]).join("events.jsonl");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&outside, &log).unwrap();
+    let output = resume(&ids[0]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: {}: is a symbolic link, and the session store follows none\n",
+            log.display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "{\"seq\":1}\n{\"unended"
+    );
+
+    // The second log ends in more than a line's worth of bytes without a newline (sparse).
+    let log = store.join(&ids[1]).join("events.jsonl");
+    let size = std::fs::metadata(&log).unwrap().len() + (1 << 30);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let output = resume(&ids[1]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: cannot resume session {}: {} ends in more than 33554432 bytes without a \
+             newline, more than any log line holds, so it is not a line torn by a crash; the \
+             log is left as it is\n",
+            ids[1],
+            log.display()
+        )
+    );
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), size);
+
+    // A store any user may write.
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = run(&store, &["run", "--script", &script]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: {0}: is writable by other users (mode 777): make it private with `chmod go-w {0}`\n",
+            store.display()
+        )
+    );
+    assert_eq!(mode(&store), 0o777);
+    assert_eq!(std::fs::read_dir(&store).unwrap().count(), 2);
+}
+
+#[test]
+fn a_run_that_fails_before_its_first_turn_leaves_no_new_session() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let first = script(dir.path(), "first.json", json!([text_step("hello")]));
+    run_ok(&store, &["run", "--script", &first, "hi"]);
+    let id = only_session(&store);
+    let parent = std::fs::read_to_string(store.join(&id).join("events.jsonl")).unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    let bad = bad.to_str().unwrap();
+    let next = script(dir.path(), "next.json", json!([text_step("again")]));
+    let attempts: [&[&str]; 3] = [
+        &[
+            "resume",
+            &id,
+            "--fork",
+            "--mcp-config",
+            bad,
+            "--script",
+            &next,
+            "more",
+        ],
+        &["run", "--mcp-config", bad, "--script", &next, "more"],
+        &[
+            "resume",
+            &id,
+            "--mcp-config",
+            bad,
+            "--script",
+            &next,
+            "more",
+        ],
+    ];
+    for args in attempts {
+        for _ in 0..2 {
+            let output = run(&store, args);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{args:?}: {}",
+                stderr(&output)
+            );
+        }
+    }
+    // A fork or new session that never started is gone; the resumed one is kept as it was.
+    let ids: Vec<String> = list(&store)
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, vec![id.clone()]);
+    assert_eq!(
+        std::fs::read_to_string(store.join(&id).join("events.jsonl")).unwrap(),
+        parent
+    );
+}
+
+#[test]
+fn the_log_goes_to_the_file_the_store_checked_though_its_name_is_replaced_at_start() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "").unwrap();
+    // An MCP server that, as it starts, moves the session's log aside and puts a link to a
+    // file outside the store in its place, then serves as a real one.
+    let swap = format!(
+        "set -e; d=$(ls -d '{}'/*/ | head -n 1); mv \"$d/events.jsonl\" \"$d/kept\"; ln -s '{}' \"$d/events.jsonl\"; exec '{}' mcp --sandbox off",
+        store.display(),
+        victim.display(),
+        env!("CARGO_BIN_EXE_dsh-agent")
+    );
+    let config = dir.path().join("mcp.json");
+    let servers = json!({"mcpServers": {"swapper": {"command": "sh", "args": ["-c", swap]}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let first = script(dir.path(), "first.json", json!([text_step("hello")]));
+    let config = config.to_str().unwrap();
+    let args = [
+        "run",
+        "--sandbox",
+        "off",
+        "--mcp-config",
+        config,
+        "--script",
+        &first,
+        "hi",
+    ];
+    run_ok(&store, &args);
+
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "");
+    let sessions: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let kept = std::fs::read_to_string(sessions[0].join("kept")).unwrap();
+    let types: Vec<String> = kept
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["type"].to_string())
+        .collect();
+    assert_eq!(types.first().map(String::as_str), Some("\"session/start\""));
+    assert_eq!(types.last().map(String::as_str), Some("\"session/end\""));
+}
+
+#[test]
+fn a_session_file_hard_linked_to_one_of_the_user_is_refused_and_that_file_left_as_it_is() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let first = script(dir.path(), "first.json", json!([text_step("hello")]));
+    run_ok(&store, &["run", "--script", &first, "hi"]);
+    let id = only_session(&store);
+    let session = store.join(&id);
+    // Two files of the user's own, beside the store (so on its file system), the log's with a
+    // last line without its newline.
+    let victims = [
+        ("lock", dir.path().join("victim_lock"), "12345 678\n"),
+        (
+            "events.jsonl",
+            dir.path().join("victim_log"),
+            "mine\n{\"unended",
+        ),
+    ];
+    for (name, victim, text) in &victims {
+        std::fs::write(victim, text).unwrap();
+        std::fs::set_permissions(victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::remove_file(session.join(name)).unwrap();
+        std::fs::hard_link(victim, session.join(name)).unwrap();
+    }
+    let untouched = |what: &str| {
+        for (_, victim, text) in &victims {
+            assert_eq!(std::fs::read_to_string(victim).unwrap(), *text, "{what}");
+            assert_eq!(mode(victim), 0o644, "{what}");
+        }
+    };
+
+    let listed = list(&store);
+    untouched("list");
+    assert_eq!(listed[0]["state"], json!("unreadable"), "{listed:?}");
+    let next = script(dir.path(), "next.json", json!([text_step("again")]));
+    let output = run(&store, &["resume", &id, "--script", &next, "more"]);
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        stderr(&output).contains("hard links; the session store uses files of its own only"),
+        "{}",
+        stderr(&output)
+    );
+    untouched("resume");
+    run_ok(&store, &["sessions", "prune", "--older-than", "0"]);
+    untouched("prune");
 }

@@ -4,25 +4,27 @@
 //! editor rejects, a cancel during a long command that leaves no process, and `session/load`
 //! replaying an earlier session. Every message on the wire is validated against the ACP JSON
 //! schema the SDK ships, and kept in a snapshot that `tests/acp-conformance` reads back
-//! through the official ACP schema crate. Bad input (malformed JSON-RPC, unknown methods, a prompt for an
-//! unknown session) is answered with protocol errors, and the connection goes on.
+//! through the official ACP schema crate. [`peers`] speaks to the agent by hand: bad input,
+//! the limits, cancellation and the turns the editor did not ask for.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../support/mod.rs"]
 mod support;
 
-#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+#[path = "../../../../crates/dsh-tools/tests/support/npm.rs"]
 mod npm;
 
-#[path = "../../../crates/tool-mcp/tests/support/processes.rs"]
+#[path = "../../../../crates/tool-mcp/tests/support/processes.rs"]
 mod processes;
+
+mod peers;
 
 use agent_loop::{LogEntry, SessionEvent, SessionLog};
 use dsh_tools::ToolRegistry;
 use pretty_assertions::assert_eq;
 use processes::{MARK_VAR, wait_gone};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
@@ -447,7 +449,10 @@ fn a_turn_streams_cards_asks_before_bash_honours_a_rejection_and_loads_again() {
         .unwrap()
         .replace(&session_id, "SESSION-ID")
         .replace(cwd.to_str().unwrap(), "/work/project");
-    insta::assert_snapshot!("wire", text);
+    // Beside the other test files' snapshots, where tests/acp-conformance reads it.
+    insta::with_settings!({snapshot_path => "../snapshots"}, {
+        insta::assert_snapshot!("wire", text);
+    });
 }
 
 #[test]
@@ -580,168 +585,4 @@ fn the_editors_mcp_servers_give_the_session_their_tools() {
     assert!(results[0].to_string().contains("through-mcp"), "{turn}");
     // The server was shut down with the session.
     wait_gone(&mark);
-}
-
-/// `dsh-agent acp` with a script of no steps, fed `lines`; the messages it wrote.
-/// `dsh-agent acp` with a model scripted by `steps`, spoken to one line at a time.
-struct Connection {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    _dir: tempfile::TempDir,
-}
-
-impl Connection {
-    fn open(steps: Value) -> Connection {
-        let dir = support::scratch();
-        let script = support::write_script(dir.path(), steps);
-        let mut child = support::command(
-            &[
-                "acp",
-                "--sandbox",
-                "off",
-                "--script",
-                script.to_str().unwrap(),
-            ],
-            &[],
-        )
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-        Connection {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-            _dir: dir,
-        }
-    }
-
-    /// Sends `line` and reads the next message back that is not a session update. One line at a time, each answered before the
-    /// next is sent: the agent answers requests in tasks of their own, so the order of answers
-    /// to lines sent at once is not fixed.
-    fn ask(&mut self, line: &str) -> Value {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-        self.receive()
-    }
-
-    /// The next message that is not a session update.
-    fn receive(&mut self) -> Value {
-        loop {
-            let mut answer = String::new();
-            self.stdout.read_line(&mut answer).unwrap();
-            let answer: Value =
-                serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
-            // Updates of a session come before the answer to its prompt.
-            if answer["method"] != json!("session/update") {
-                return answer;
-            }
-        }
-    }
-
-    /// Closes the agent's input: it exits, successfully.
-    fn close(self) {
-        let Connection {
-            mut child, stdin, ..
-        } = self;
-        drop(stdin);
-        assert!(child.wait().unwrap().success());
-    }
-}
-
-fn exchange(lines: &[&str]) -> Vec<Value> {
-    let mut connection = Connection::open(json!([]));
-    let answers = lines.iter().map(|line| connection.ask(line)).collect();
-    connection.close();
-    answers
-}
-
-fn error(code: i64, message: &str, id: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
-
-/// The answers without the `data` of their errors, which quotes parsers' wording.
-fn without_data(mut answers: Vec<Value>) -> Vec<Value> {
-    for answer in &mut answers {
-        if let Some(error) = answer.get_mut("error").and_then(Value::as_object_mut) {
-            error.remove("data");
-        }
-    }
-    answers
-}
-
-#[test]
-fn bad_input_gets_protocol_errors_and_the_connection_goes_on() {
-    let answers = exchange(&[
-        "{not json",
-        "[]",
-        r#"{"jsonrpc":"2.0","id":1,"method":"session/fly","params":{}}"#,
-        r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}}"#,
-        r#"{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"relative/dir"}}"#,
-        r#"{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":"no-such-session","cwd":"/","mcpServers":[]}}"#,
-        r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":1}}"#,
-    ]);
-    let initialized = answers[6].clone();
-    assert_eq!(
-        without_data(answers),
-        vec![
-            error(-32700, "Parse error", Value::Null),
-            error(-32600, "Invalid Request", Value::Null),
-            error(-32601, "Method not found", json!(1)),
-            error(-32002, "Resource not found", json!(2)),
-            error(-32602, "Invalid params", json!(3)),
-            error(-32002, "Resource not found", json!(4)),
-            initialized.clone(),
-        ]
-    );
-    assert_eq!(initialized["result"]["protocolVersion"], json!(1));
-}
-
-#[test]
-fn loading_a_session_open_on_the_connection_says_so_and_the_session_goes_on() {
-    let mut connection = Connection::open(json!([support::text_step("still here")]));
-    let cwd = std::env::temp_dir();
-    let new = json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-        "params": {"cwd": cwd, "mcpServers": []}});
-    let answer = connection.ask(&new.to_string());
-    let id = answer["result"]["sessionId"].as_str().unwrap().to_owned();
-    let load = json!({"jsonrpc": "2.0", "id": 2, "method": "session/load",
-        "params": {"sessionId": id, "cwd": cwd, "mcpServers": []}});
-    assert_eq!(
-        connection.ask(&load.to_string()),
-        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "Invalid params",
-            "data": format!("session {id} is already open on this connection")}})
-    );
-    // The open session still takes prompts.
-    let prompt = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": id, "prompt": [{"type": "text", "text": "hi"}]}});
-    assert_eq!(
-        connection.ask(&prompt.to_string()),
-        json!({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}})
-    );
-
-    // Two loads of one closed session sent at once: one opens it, the other is told it is
-    // open, whichever comes second (the first may still be opening it).
-    let closed = {
-        use agent_loop::SessionStore as _;
-        let store = agent_loop::FsSessionStore::new(support::SESSION_DIR);
-        store.create(&cwd).unwrap().id().to_owned()
-    };
-    for id in [4, 5] {
-        let load = json!({"jsonrpc": "2.0", "id": id, "method": "session/load",
-            "params": {"sessionId": closed, "cwd": cwd, "mcpServers": []}});
-        writeln!(connection.stdin, "{load}").unwrap();
-    }
-    connection.stdin.flush().unwrap();
-    let mut answers = [connection.receive(), connection.receive()];
-    answers.sort_by_key(|answer| answer.get("error").is_some());
-    assert_eq!(answers[0]["result"], json!({}), "{answers:?}");
-    assert_eq!(
-        answers[1]["error"]["data"],
-        json!(format!(
-            "session {closed} is already open on this connection"
-        )),
-        "{answers:?}"
-    );
-    connection.close();
 }
