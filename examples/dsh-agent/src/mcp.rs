@@ -254,13 +254,13 @@ impl InFlight {
         serde_json::to_string(id).unwrap_or_default()
     }
 
-    /// The request `id` is answered (or cancelled, when rmcp drops its answer): its permit
-    /// goes back.
-    fn done(&self, id: &rmcp::model::RequestId) {
+    /// The request `id` is answered (or cancelled, when rmcp drops its answer): its id is free
+    /// again, and its permit, returned, goes back when dropped.
+    fn done(&self, id: &rmcp::model::RequestId) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.requests
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&Self::key(id));
+            .remove(&Self::key(id))
     }
 }
 
@@ -309,15 +309,17 @@ impl Transport<RoleServer> for StdioFraming {
         let in_flight = Arc::clone(&self.in_flight);
         async move {
             let message = serde_json::to_value(&item).map_err(std::io::Error::other)?;
-            let written = write_line(&stdout, &message).await;
             let answered = match &item {
                 rmcp::model::JsonRpcMessage::Response(response) => Some(&response.id),
                 rmcp::model::JsonRpcMessage::Error(error) => error.id.as_ref(),
                 _ => None,
             };
-            if let Some(id) = answered {
-                in_flight.done(id);
-            }
+            // The id is free before the answer goes out (a client may reuse it as soon as it
+            // has read the answer); the place in flight only once the answer is written, so
+            // answers nobody reads still hold the input back.
+            let permit = answered.and_then(|id| in_flight.done(id));
+            let written = write_line(&stdout, &message).await;
+            drop(permit);
             written
         }
     }
@@ -436,7 +438,7 @@ async fn admit(
             if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
                 && let Some(id) = &cancelled.params.request_id
             {
-                in_flight.done(id);
+                drop(in_flight.done(id));
             }
         }
         _ => {}
