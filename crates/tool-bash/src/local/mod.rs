@@ -338,8 +338,18 @@ impl LocalExecutor {
             launch.args = vec!["-c".into(), argument.into()];
             launch.inherit.push(script);
         }
+        // A command's results name its spill files for the model to read.
+        self.confine(&mut launch, true)?;
+        Ok(launch)
+    }
+
+    /// Puts `launch` under this executor's confinement, the same way for its commands and its
+    /// programs: the confinement's variables over the environment, and the restrictions the
+    /// shell-to-be takes on itself before its `execve` or the wrapper it runs in (with the spill
+    /// directory kept visible when `spill_visible`). Without a confinement, nothing.
+    fn confine(&self, launch: &mut Launch, spill_visible: bool) -> std::io::Result<()> {
         let Some(confinement) = &self.confinement else {
-            return Ok(launch);
+            return Ok(());
         };
         for (name, value) in &confinement.env {
             launch.env.retain(|(existing, _)| existing != name);
@@ -353,13 +363,12 @@ impl LocalExecutor {
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
         if let Some(wrapper) = &confinement.wrapper {
-            // The spill directory must stay visible: the results name its files for the model
-            // to read.
             let spill = self
                 .config
                 .spill_dir
                 .as_deref()
-                .or_else(|| self.spill.dir.get().map(SpillPlace::path));
+                .or_else(|| self.spill.dir.get().map(SpillPlace::path))
+                .filter(|_| spill_visible);
             let seccomp = if wrapper.seccomp.is_empty() {
                 None
             } else {
@@ -372,12 +381,18 @@ impl LocalExecutor {
             (launch.program, launch.args) = wrapper.wrap(
                 launch.program.as_os_str(),
                 args,
-                &spec.workdir,
+                &launch.workdir,
                 spill,
                 seccomp,
             );
         }
-        Ok(launch)
+        #[cfg(not(all(
+            feature = "sandbox",
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        let _ = spill_visible;
+        Ok(())
     }
 
     /// Starts the command under its supervisor and registers the shell's group with the orphan

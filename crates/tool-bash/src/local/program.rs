@@ -344,38 +344,7 @@ impl LocalExecutor {
             confinement: None,
             inherit: Vec::new(),
         };
-        let Some(confinement) = &self.confinement else {
-            return Ok(launch);
-        };
-        for (name, value) in &confinement.env {
-            launch.env.retain(|(existing, _)| existing != name);
-            launch.env.push((name.clone(), value.clone()));
-        }
-        launch.confinement = confinement.restrictions.clone();
-        // Only the sandboxed executor (Linux) makes a wrapper.
-        #[cfg(all(
-            feature = "sandbox",
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        if let Some(wrapper) = &confinement.wrapper {
-            let seccomp = if wrapper.seccomp.is_empty() {
-                None
-            } else {
-                let pipe = wrapper.seccomp_pipe()?;
-                let fd = std::os::fd::AsRawFd::as_raw_fd(&pipe);
-                launch.inherit.push(pipe);
-                Some(fd)
-            };
-            let args = std::mem::take(&mut launch.args);
-            (launch.program, launch.args) = wrapper.wrap(
-                launch.program.as_os_str(),
-                args,
-                &program.workdir,
-                None,
-                seccomp,
-            );
-        }
+        self.confine(&mut launch, false)?;
         Ok(launch)
     }
 }
