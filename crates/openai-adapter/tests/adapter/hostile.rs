@@ -188,7 +188,7 @@ async fn a_huge_usage_array_is_skipped_as_it_is_read() {
             },
         ])
     );
-    crate::support::report_peak_rss();
+    dsh_test_support::report_peak_rss();
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn reading_a_huge_usage_array_costs_no_more_memory_than_its_text() {
     // The event's text is held a few times over (the recording, the event, its line); a
     // value tree of its 8 Mi elements would take 256 MiB more.
     let peak =
-        crate::support::peak_rss_of_test("hostile::a_huge_usage_array_is_skipped_as_it_is_read");
+        dsh_test_support::peak_rss_of_test("hostile::a_huge_usage_array_is_skipped_as_it_is_read");
     assert!(peak < 160 << 20, "peak resident memory {} MiB", peak >> 20);
 }
 

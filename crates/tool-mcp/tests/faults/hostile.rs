@@ -387,67 +387,17 @@ async fn a_message_past_the_value_limit_fails_its_call_at_once_without_being_par
         "{status:?}"
     );
     servers.shutdown().await;
-    report_peak_rss();
+    dsh_test_support::report_peak_rss();
 }
 
 #[test]
 fn reading_messages_of_millions_of_values_costs_little_memory() {
     // Each 16 MiB message is held about twice (the server's copy, the client's line); a
     // scan that kept a record of each value, or a parse of them, would take gigabytes.
-    let peak = peak_rss_of_test(
+    let peak = dsh_test_support::peak_rss_of_test(
         "hostile::a_message_past_the_value_limit_fails_its_call_at_once_without_being_parsed",
     );
     assert!(peak < 200 << 20, "peak resident memory {} MiB", peak >> 20);
-}
-
-/// Set in the child process [`peak_rss_of_test`] starts: where the test it runs reports its
-/// peak.
-const PEAK_RSS_ENV: &str = "TOOL_MCP_TEST_REPORT_PEAK_RSS";
-
-/// Runs the test `name` (its full path) of this binary alone in a child process and returns
-/// that process's peak resident memory in bytes, as the test reported it with
-/// [`report_peak_rss`] (`VmHWM` of its `/proc/self/status`, written to a file the child is
-/// given in [`PEAK_RSS_ENV`]). The test must pass.
-fn peak_rss_of_test(name: &str) -> u64 {
-    let report = std::env::temp_dir().join(format!(
-        "peak-rss-{}-{}",
-        std::process::id(),
-        name.replace("::", "-")
-    ));
-    let _ = std::fs::remove_file(&report);
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--test-threads=1"])
-        .env(PEAK_RSS_ENV, &report)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{name} failed in the child: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let peak = std::fs::read_to_string(&report)
-        .unwrap_or_else(|e| panic!("{name} reported no peak (did it run?): {e}"));
-    let _ = std::fs::remove_file(&report);
-    peak.trim().parse().unwrap()
-}
-
-/// In the child process of [`peak_rss_of_test`], writes this process's peak resident memory
-/// in bytes to the file it names; elsewhere nothing.
-fn report_peak_rss() {
-    let Some(report) = std::env::var_os(PEAK_RSS_ENV) else {
-        return;
-    };
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
-        .trim()
-        .parse()
-        .unwrap();
-    std::fs::write(report, (kib * 1024).to_string()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -461,12 +411,14 @@ async fn a_message_of_the_most_values_allowed_is_delivered() {
         json!({"text": "", "isError": false})
     );
     servers.shutdown().await;
-    report_peak_rss();
+    dsh_test_support::report_peak_rss();
 }
 
 #[test]
 fn a_message_of_the_most_values_allowed_costs_a_bounded_memory() {
     // What the value limit bounds: the parse's tree of a million values (about 120 MiB).
-    let peak = peak_rss_of_test("hostile::a_message_of_the_most_values_allowed_is_delivered");
+    let peak = dsh_test_support::peak_rss_of_test(
+        "hostile::a_message_of_the_most_values_allowed_is_delivered",
+    );
     assert!(peak < 200 << 20, "peak resident memory {} MiB", peak >> 20);
 }
