@@ -2,8 +2,9 @@
 //! refused (the symbolic-link attack done with `ln`), a refused resume changes nothing, and the
 //! log is written to the file the store checked, whatever its name holds later.
 
-use super::{log_text, mode, store};
-use agent_loop::{Agent, FsSessionStore, PrunePolicy, SessionEvent, SessionStore, StoreError};
+use super::tampering::{ended_session, files_at_mode};
+use super::{mode, store};
+use agent_loop::{Agent, PrunePolicy, SessionStore, StoreError};
 use dsh_tools::ToolRegistry;
 use mock_adapter::{MockAdapter, Step};
 use pretty_assertions::assert_eq;
@@ -12,19 +13,6 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A session of `store` whose log holds one line, released.
-fn ended_session(store: &FsSessionStore) -> String {
-    let lease = store.create(Path::new("/work")).unwrap();
-    let events = [SessionEvent::SessionStart {
-        session_id: lease.id().into(),
-        cwd: "/work".into(),
-        tools: vec![],
-        sandbox: None,
-    }];
-    std::fs::write(lease.log_path(), log_text(events)).unwrap();
-    lease.id().to_owned()
-}
 
 /// Every entry beneath `dir` (not following links): its kind, mode and, for a file, text.
 fn snapshot(dir: &Path) -> BTreeMap<String, (String, u32, String)> {
@@ -187,19 +175,7 @@ fn a_refused_resume_leaves_every_file_as_it_was() {
 #[test]
 fn a_read_only_look_at_the_store_changes_no_mode() {
     let (_dir, store) = store();
-    let id = ended_session(&store);
-    let session = store.session_dir(&id).unwrap();
-    let spilled = session.join("spill").join("stdout-1.out");
-    std::fs::write(&spilled, "output").unwrap();
-    let files = [
-        session.join("events.jsonl"),
-        session.join("session.json"),
-        session.join("lock"),
-        spilled,
-    ];
-    for file in &files {
-        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
+    let (id, files) = files_at_mode(&store, 0o644);
     store.list().unwrap();
     let fork = store.fork(&id).unwrap();
     for file in &files {

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// A session of `store` whose log holds one line, released.
-fn ended_session(store: &FsSessionStore) -> String {
+pub(super) fn ended_session(store: &FsSessionStore) -> String {
     let lease = store.create(Path::new("/work")).unwrap();
     let events = [SessionEvent::SessionStart {
         session_id: lease.id().into(),
@@ -247,19 +247,7 @@ fn a_store_other_users_can_write_is_refused_with_the_fix_named() {
 #[test]
 fn files_of_ours_that_others_could_read_or_write_are_made_private_again() {
     let (_dir, store) = store();
-    let id = ended_session(&store);
-    let session = store.session_dir(&id).unwrap();
-    let spilled = session.join("spill").join("stdout-1.out");
-    std::fs::write(&spilled, "output").unwrap();
-    let files = [
-        session.join("events.jsonl"),
-        session.join("session.json"),
-        session.join("lock"),
-        spilled,
-    ];
-    for file in &files {
-        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o666)).unwrap();
-    }
+    let (id, files) = files_at_mode(&store, 0o666);
     let resumed = store.resume(&id).unwrap();
     // What a resume writes it makes private, once everything is checked.
     for file in &files[..3] {
@@ -307,4 +295,26 @@ fn a_fork_copies_only_the_spill_files_the_store_made() {
     );
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "not the store's");
     assert_eq!(store.list().unwrap().len(), 2);
+}
+
+/// An ended session of `store` with a spill file, whose four files (log, metadata, lock, spill
+/// file) are all set to `mode`: its id and those files.
+pub(super) fn files_at_mode(
+    store: &FsSessionStore,
+    mode: u32,
+) -> (String, [std::path::PathBuf; 4]) {
+    let id = ended_session(store);
+    let session = store.session_dir(&id).unwrap();
+    let spilled = session.join("spill").join("stdout-1.out");
+    std::fs::write(&spilled, "output").unwrap();
+    let files = [
+        session.join("events.jsonl"),
+        session.join("session.json"),
+        session.join("lock"),
+        spilled,
+    ];
+    for file in &files {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    (id, files)
 }

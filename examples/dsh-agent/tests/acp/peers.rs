@@ -323,41 +323,8 @@ fn cancel_request_for_a_running_prompt_cancels_it() {
 
 #[test]
 fn a_prompt_sent_while_a_jobs_notice_has_its_turn_waits_and_is_answered() {
-    let mut connection = Connection::initialized(
-        json!([
-            {"toolCalls": [{"id": "call-1", "name": "bash",
-                            "arguments": {"command": "echo job-output", "description": "Later",
-                                          "run_in_background": true}}]},
-            {"text": "Started."},
-            // The turn the job's notice opens: long enough for the user's prompt to come
-            // while it runs.
-            {"toolCalls": [{"id": "call-2", "name": "bash",
-                            "arguments": {"command": "touch notice-turn; sleep 2",
-                                          "description": "Look at the job"}}]},
-            {"text": "The job finished."},
-            {"text": "Your answer."}
-        ]),
-        &["--no-ask"],
-    );
-    let session = connection.new_session(1);
-    let prompt = |id: u64, text: &str| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
-        .to_string()
-    };
-    assert_eq!(
-        connection.ask(&prompt(2, "Start a job")),
-        json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
-    );
-    let marker = connection.dir.path().join("notice-turn");
-    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the notice opened no turn"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut connection, session) = during_a_notices_turn(2);
+    let prompt = |id: u64, text: &str| prompt_line(&session, id, text);
     connection.send(&prompt(3, "And now?"));
     let mut said = String::new();
     let answer = loop {
@@ -649,39 +616,8 @@ fn a_session_still_opening_at_the_end_of_input_is_answered_and_ended() {
 
 #[test]
 fn a_prompt_waiting_for_a_notices_turn_when_input_ends_is_cancelled_and_never_run() {
-    let mut connection = Connection::initialized(
-        json!([
-            {"toolCalls": [{"id": "call-1", "name": "bash",
-                            "arguments": {"command": "echo job-output", "description": "Later",
-                                          "run_in_background": true}}]},
-            {"text": "Started."},
-            {"toolCalls": [{"id": "call-2", "name": "bash",
-                            "arguments": {"command": "touch notice-turn; sleep 5",
-                                          "description": "Look at the job"}}]},
-            {"text": "The job finished."},
-            {"text": "Your answer."}
-        ]),
-        &["--no-ask"],
-    );
-    let session = connection.new_session(1);
-    let prompt = |id: u64, text: &str| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
-        .to_string()
-    };
-    assert_eq!(
-        connection.ask(&prompt(2, "Start a job")),
-        json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
-    );
-    let marker = connection.dir.path().join("notice-turn");
-    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the notice opened no turn"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut connection, session) = during_a_notices_turn(5);
+    let prompt = |id: u64, text: &str| prompt_line(&session, id, text);
     connection.send(&prompt(3, "Too late"));
     // Give the prompt time to be read and to wait for the notice's turn, then end the input.
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -713,4 +649,47 @@ fn a_prompt_waiting_for_a_notices_turn_when_input_ends_is_cancelled_and_never_ru
         events.last().map(|record| &record.event),
         Some(agent_loop::SessionEvent::SessionEnd { .. })
     ));
+}
+
+/// A session whose background job's completion notice has opened a turn of its own, which runs
+/// a command for `seconds`: the connection and the session's id, once that turn has begun.
+fn during_a_notices_turn(seconds: u64) -> (Connection, String) {
+    let mut connection = Connection::initialized(
+        json!([
+            {"toolCalls": [{"id": "call-1", "name": "bash",
+                            "arguments": {"command": "echo job-output", "description": "Later",
+                                          "run_in_background": true}}]},
+            {"text": "Started."},
+            // The turn the job's notice opens: long enough for the user's prompt to come
+            // while it runs.
+            {"toolCalls": [{"id": "call-2", "name": "bash",
+                            "arguments": {"command": format!("touch notice-turn; sleep {seconds}"),
+                                          "description": "Look at the job"}}]},
+            {"text": "The job finished."},
+            {"text": "Your answer."}
+        ]),
+        &["--no-ask"],
+    );
+    let session = connection.new_session(1);
+    assert_eq!(
+        connection.ask(&prompt_line(&session, 2, "Start a job")),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
+    );
+    let marker = connection.dir.path().join("notice-turn");
+    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the notice opened no turn"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (connection, session)
+}
+
+/// A `session/prompt` of `text` for `session`, as a line.
+fn prompt_line(session: &str, id: u64, text: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+    .to_string()
 }
