@@ -37,6 +37,10 @@ mod program;
 #[path = "support/escapees.rs"]
 mod escapees;
 
+/// Running an ignored pass again as another user.
+#[path = "sandbox/as_user.rs"]
+mod as_user;
+
 /// Where the tests' directories go: `DSH_SANDBOX_SCRATCH` when set (the hostile table's pass as
 /// another user), else the target's temporary directory, unless it is under `/tmp` (a checkout
 /// there), which bubblewrap hides behind a private one; then `/var/tmp`.

@@ -322,23 +322,11 @@ struct Peer {
 
 impl Peer {
     fn start() -> Peer {
-        use std::io::BufRead;
         let mut child = support::command(&["mcp"], &[])
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let (sender, messages) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { return };
-                let message: Value =
-                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-                if sender.send(message).is_err() {
-                    return;
-                }
-            }
-        });
+        let messages = support::json_lines(child.stdout.take().unwrap());
         Peer {
             stdin: child.stdin.take().unwrap(),
             messages,
@@ -446,18 +434,6 @@ fn the_server_answers_bad_input_by_json_rpc_and_goes_on() {
     peer.close();
 }
 
-/// The peak resident memory of a live process, in bytes (`VmHWM` of `/proc/<pid>/status`).
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
-    kib * 1024
-}
-
 const MIB: u64 = 1024 * 1024;
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hand","version":"1"}}}"#;
@@ -466,7 +442,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","param
 fn a_message_of_too_many_values_is_refused_with_its_id_before_it_is_parsed() {
     let mut peer = Peer::start();
     assert_eq!(peer.ask(INITIALIZE)["id"], json!(0));
-    let before = peak_rss(peer.child.id());
+    let before = support::peak_rss(peer.child.id());
     // 16 MB of `[0,0,…]`, under the size limit: eight million values.
     for (head, tail) in [
         (
@@ -487,7 +463,7 @@ fn a_message_of_too_many_values_is_refused_with_its_id_before_it_is_parsed() {
                 "data": "too many values: a message holds at most 100000 JSON values"}})
         );
     }
-    let peak = peak_rss(peer.child.id());
+    let peak = support::peak_rss(peer.child.id());
     assert!(
         peak < before + 40 * MIB,
         "refusing the messages raised the peak RSS from {before} to {peak} bytes"
@@ -518,7 +494,7 @@ fn requests_a_client_does_not_read_the_answers_of_hold_the_input_back_and_none_i
     let mut peak = 0;
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(100));
-        peak = peak_rss(child.id());
+        peak = support::peak_rss(child.id());
         if peak > 100 * MIB || writer.is_finished() {
             break;
         }

@@ -590,18 +590,6 @@ fn a_server_quoting_the_key_gets_no_run_of_it_into_any_output_or_file() {
     );
 }
 
-/// The peak resident memory of a live process, in bytes (`VmHWM` of `/proc/<pid>/status`).
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
-    kib * 1024
-}
-
 #[test]
 fn a_server_streaming_far_past_the_response_limit_ends_the_turn_with_bounded_memory() {
     use std::io::{BufRead, BufReader, Write};
@@ -654,7 +642,7 @@ fn a_server_streaming_far_past_the_response_limit_ends_the_turn_with_bounded_mem
             break;
         }
     }
-    let peak = peak_rss(child.id());
+    let peak = support::peak_rss(child.id());
     drop(stdin);
     let rest: Vec<String> = lines.map(|line| line.unwrap()).collect();
     let status = child.wait().unwrap();

@@ -663,60 +663,18 @@ async fn hostile_pass() {
 /// Runs [`hostile_pass`] in a child process of this test binary, as `user` (`None`: as this
 /// process's user), with the secret in its environment; panics with its output if it failed.
 fn pass(user: Option<u32>) {
-    let binary = std::env::current_exe().unwrap();
-    let scratch = tempfile::tempdir_in(scratch_base()).unwrap();
-    let mut command = match user {
-        None => Command::new(&binary),
-        Some(id) => {
-            std::os::unix::fs::chown(scratch.path(), Some(id), Some(id)).unwrap();
-            let mut command = Command::new("setpriv");
-            command.args([
-                &format!("--reuid={id}"),
-                &format!("--regid={id}"),
-                "--clear-groups",
-                "--",
-            ]);
-            command.arg(&binary);
-            command
-        }
-    };
-    command
-        .args([
-            "--ignored",
-            "--exact",
-            "hostile::hostile_pass",
-            "--nocapture",
-        ])
-        .env(SECRET_NAME, SECRET_VALUE)
-        .env("DSH_SANDBOX_SCRATCH", scratch.path())
-        .env("HOME", scratch.path());
-    let output = command.output().expect("the pass did not start");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    super::as_user::pass_as(
+        "hostile::hostile_pass",
+        user,
+        &[(SECRET_NAME, SECRET_VALUE)],
+        "the hostile table",
     );
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "the hostile table failed as {}:\n{text}",
-        user.map_or_else(|| String::from("this user"), |id| format!("user {id}"))
-    );
-}
-
-/// Whether this process's effective user is root.
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|id| id == "0"))
-        .unwrap()
 }
 
 #[test]
 fn the_hostile_table_holds_as_root_and_as_a_user() {
     pass(None);
-    if running_as_root() {
+    if super::as_user::running_as_root() {
         pass(Some(THROWAWAY_ID));
     } else {
         eprintln!(

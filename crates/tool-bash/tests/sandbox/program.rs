@@ -11,9 +11,9 @@
 //! `program_pass` is that child's entry point, ignored when the tests run.
 
 use super::escapees::{self, Process};
-use super::{Dirs, bubblewrap_available, sandboxed, scratch_base};
+use super::{Dirs, bubblewrap_available, sandboxed};
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 use tool_bash::SupervisedProgram;
 use tool_bash::sandbox::{SandboxBackend, SandboxMode};
@@ -118,54 +118,13 @@ async fn program_pass() {
     }
 }
 
-/// Whether this process's effective user is root.
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|id| id == "0"))
-        .unwrap()
-}
-
 #[test]
 fn supervised_programs_hold_as_a_user() {
-    let binary = std::env::current_exe().unwrap();
-    let scratch = tempfile::tempdir_in(scratch_base()).unwrap();
-    let user = running_as_root().then_some(THROWAWAY_ID);
-    let mut command = match user {
-        None => Command::new(&binary),
-        Some(id) => {
-            std::os::unix::fs::chown(scratch.path(), Some(id), Some(id)).unwrap();
-            let mut command = Command::new("setpriv");
-            command.args([
-                &format!("--reuid={id}"),
-                &format!("--regid={id}"),
-                "--clear-groups",
-                "--",
-            ]);
-            command.arg(&binary);
-            command
-        }
-    };
-    command
-        .args([
-            "--ignored",
-            "--exact",
-            "program::program_pass",
-            "--nocapture",
-        ])
-        .env("DSH_SANDBOX_SCRATCH", scratch.path())
-        .env("HOME", scratch.path());
-    let output = command.output().expect("the pass did not start");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "the supervised programs failed as {}:\n{text}",
-        user.map_or_else(|| String::from("this user"), |id| format!("user {id}"))
+    let user = super::as_user::running_as_root().then_some(THROWAWAY_ID);
+    super::as_user::pass_as(
+        "program::program_pass",
+        user,
+        &[],
+        "the supervised programs",
     );
 }

@@ -40,18 +40,7 @@ impl Connection {
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (sender, messages) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { return };
-                let message: Value =
-                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-                if sender.send(message).is_err() {
-                    return;
-                }
-            }
-        });
+        let messages = support::json_lines(child.stdout.take().unwrap());
         Connection {
             stdin: child.stdin.take().unwrap(),
             messages,
@@ -238,24 +227,12 @@ fn every_request_before_initialize_is_refused_naming_the_rule() {
     connection.close();
 }
 
-/// The peak resident memory of a live process, in bytes (`VmHWM` of `/proc/<pid>/status`).
-fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
-    kib * 1024
-}
-
 #[test]
 fn a_message_over_16_mib_is_discarded_as_it_is_read_and_answered() {
     const MIB: usize = 1024 * 1024;
     let mut connection = Connection::initialized(json!([support::text_step("still here")]), &[]);
     let session = connection.new_session(1);
-    let before = peak_rss(connection.child.id());
+    let before = support::peak_rss(connection.child.id());
     // One 60 MB prompt, written in pieces as a client streams it.
     let head = format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{{"sessionId":"{session}","prompt":[{{"type":"text","text":""#
@@ -274,7 +251,7 @@ fn a_message_over_16_mib_is_discarded_as_it_is_read_and_answered() {
     );
     // At most the limit is held before the line is known to be too long, plus stdin's
     // buffers: never the 60 MB, let alone their parse.
-    let peak = peak_rss(connection.child.id());
+    let peak = support::peak_rss(connection.child.id());
     assert!(
         peak < before + 24 * MIB as u64,
         "reading a discarded message raised the peak RSS from {before} to {peak} bytes"
@@ -488,7 +465,7 @@ fn replies_a_peer_does_not_read_hold_the_input_back_and_none_is_lost() {
     let mut peak = 0;
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        peak = peak_rss(child.id());
+        peak = support::peak_rss(child.id());
         if peak > 100 * MIB || writer.is_finished() {
             break;
         }
@@ -516,7 +493,7 @@ fn replies_a_peer_does_not_read_hold_the_input_back_and_none_is_lost() {
 fn a_message_of_too_many_values_is_refused_before_it_is_parsed() {
     const MIB: u64 = 1024 * 1024;
     let mut connection = Connection::initialized(json!([]), &[]);
-    let before = peak_rss(connection.child.id());
+    let before = support::peak_rss(connection.child.id());
     // 16 MB of `[0,0,…]`, under the size limit: eight million values.
     let mut line = String::from(
         r#"{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","prompt":[0"#,
@@ -529,7 +506,7 @@ fn a_message_of_too_many_values_is_refused_before_it_is_parsed() {
         json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32600, "message": "Invalid Request",
             "data": "too many values: a message holds at most 100000 JSON values"}})
     );
-    let peak = peak_rss(connection.child.id());
+    let peak = support::peak_rss(connection.child.id());
     assert!(
         peak < before + 40 * MIB,
         "refusing the message raised the peak RSS from {before} to {peak} bytes"

@@ -73,3 +73,35 @@ pub fn bash_step(id: &str, command: &str, description: &str) -> serde_json::Valu
 pub fn text_step(text: &str) -> serde_json::Value {
     serde_json::json!({ "text": text })
 }
+
+/// The peak resident memory of a live process, in bytes (`VmHWM` of `/proc/<pid>/status`).
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+    kib * 1024
+}
+
+/// The JSON messages a JSON-RPC peer writes to `stdout`, one per line, read on a thread of
+/// their own until the stream ends or the receiver is dropped.
+pub fn json_lines(
+    stdout: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    use std::io::BufRead;
+    let (sender, messages) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let message: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if sender.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    messages
+}
