@@ -1,7 +1,8 @@
 //! What a published crate must carry, checked against `cargo metadata`: the crates.io metadata,
 //! a README of its own whose example `cargo test --doc` compiles, and the license files of the
 //! repository root. `cargo publish --dry-run --workspace` (in `.ci/run`) proves the packages
-//! build; this proves they are complete, and that only the libraries under `crates/` publish.
+//! build; this proves they are complete, and that only the crates under `crates/` (the libraries
+//! and the `dsh-agent` command) publish.
 
 #[cfg(test)]
 mod tests {
@@ -90,6 +91,16 @@ mod tests {
                     ));
                 }
             }
+            // A command (a `src/main.rs` and no library) has a README of its own too; its
+            // examples are command lines, so there is no doctest to include.
+            let command = package.dir.join("src/main.rs").is_file()
+                && !package.dir.join("src/lib.rs").is_file();
+            if command {
+                if !package.dir.join("README.md").is_file() {
+                    problems.push(format!("`{name}` needs a README.md"));
+                }
+                continue;
+            }
             let lib = std::fs::read_to_string(package.dir.join("src/lib.rs")).unwrap_or_default();
             if !package.dir.join("README.md").is_file() || !lib.contains(README_DOCTEST) {
                 problems.push(format!(
@@ -100,8 +111,8 @@ mod tests {
         problems
     }
 
-    /// Publishing invariant: every published crate is a library under crates/ with its crates.io
-    /// metadata, its own README (example compiled) and the root's license files.
+    /// Publishing invariant: every published crate is under crates/ with its crates.io metadata,
+    /// its own README (a library's example compiled) and the root's license files.
     #[test]
     fn published_crates_are_complete() {
         let root = crate::workspace_root().canonicalize().unwrap();
@@ -120,12 +131,18 @@ mod tests {
         }
         let complete = root.join("crates/complete");
         let bare = root.join("crates/bare");
-        for dir in [&complete, &bare] {
+        let command = root.join("crates/command");
+        for dir in [&complete, &bare, &command] {
             std::fs::create_dir_all(dir.join("src")).unwrap();
         }
         for file in LICENSE_FILES {
             std::fs::copy(root.join(file), complete.join(file)).unwrap();
         }
+        for file in LICENSE_FILES {
+            std::fs::copy(root.join(file), command.join(file)).unwrap();
+        }
+        // A command without a README: the only rule it breaks.
+        std::fs::write(command.join("src/main.rs"), "fn main() {}\n").unwrap();
         std::fs::write(bare.join("LICENSE-MIT"), "another license\n").unwrap();
         std::fs::write(complete.join("README.md"), "# complete\n").unwrap();
         std::fs::write(
@@ -153,6 +170,7 @@ mod tests {
         let packages = [
             package("complete", complete.clone(), true, true),
             package("bare", bare, true, false),
+            package("command", command, true, true),
             package("example", root.join("examples/example"), true, true),
             package("tool", root.join("xtask"), false, false),
         ];
@@ -169,6 +187,7 @@ mod tests {
                 "`bare` does not package the root's LICENSE-APACHE: link it from the crate directory",
                 "`bare` does not package the root's LICENSE-MIT: link it from the crate directory",
                 "`bare` needs a README.md whose example src/lib.rs compiles as a doctest (`#[cfg(doctest)] #[doc = include_str!(\"../README.md\")]`)",
+                "`command` needs a README.md",
                 "`example` would be published: only the libraries under crates/ are; set `publish = false`",
             ]
         );

@@ -10,7 +10,7 @@
 
 #[path = "support/mock_llm.rs"]
 mod mock_llm;
-#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+#[path = "../../dsh-tools/tests/support/npm.rs"]
 mod npm;
 mod support;
 

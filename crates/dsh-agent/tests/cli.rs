@@ -2,9 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+#[path = "../../dsh-tools/tests/support/npm.rs"]
 mod npm;
-#[path = "../../../crates/dsh-tools/tests/support/typescript.rs"]
+#[path = "../../dsh-tools/tests/support/typescript.rs"]
 mod typescript;
 
 mod support;

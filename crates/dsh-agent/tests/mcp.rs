@@ -6,7 +6,7 @@
 
 mod support;
 
-#[path = "../../../crates/tool-mcp/tests/support/processes.rs"]
+#[path = "../../tool-mcp/tests/support/processes.rs"]
 mod processes;
 
 use processes::{MARK_VAR, marked_processes, wait_gone};
@@ -118,7 +118,7 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
     tokio::task::block_in_place(|| wait_gone(&mark));
 }
 
-#[path = "../../../crates/dsh-tools/tests/support/npm.rs"]
+#[path = "../../dsh-tools/tests/support/npm.rs"]
 mod npm;
 
 #[test]

@@ -12,10 +12,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-#[path = "../../../../crates/dsh-tools/tests/support/npm.rs"]
+#[path = "../../../dsh-tools/tests/support/npm.rs"]
 mod npm;
 
-#[path = "../../../../crates/tool-mcp/tests/support/processes.rs"]
+#[path = "../../../tool-mcp/tests/support/processes.rs"]
 mod processes;
 
 mod peers;

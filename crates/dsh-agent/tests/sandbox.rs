@@ -283,7 +283,7 @@ fn the_harness_environment_keeps_no_secret_a_command_can_read() {
     }
 }
 
-#[path = "../../../crates/tool-bash/tests/support/escapees.rs"]
+#[path = "../../tool-bash/tests/support/escapees.rs"]
 mod escapees;
 
 /// How long the processes of a stopped server may take to be gone.
