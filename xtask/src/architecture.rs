@@ -52,6 +52,7 @@ mod tests {
         "cookbook",
         "bench",
         "echo-agent",
+        "embed-agent",
         "dsh-agent",
         "downstream-check",
     ];
