@@ -5,3 +5,5 @@
 //! `serde_json::from_str`, in a dependency graph that contains every library crate. Cargo
 //! unifies features across that graph, so a library that enabled `serde_json`'s
 //! `arbitrary_precision` would make them fail.
+//!
+//! Unsafe budget: 0 — none.

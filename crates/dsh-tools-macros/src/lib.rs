@@ -4,6 +4,8 @@
 //! Use it through `dsh_tools::tool` (or `dsh_tools::prelude::*`); the generated code names
 //! `dsh-tools` items, so this crate is of no use on its own. The reference, with examples, is
 //! on `dsh_tools::tool`.
+//!
+//! Unsafe budget: 0 — none.
 
 /// The README's example, compiled and run by `cargo test --doc`.
 #[cfg(doctest)]
@@ -314,6 +316,37 @@ fn doc_text(attrs: &[Attribute], problems: &mut Problems) -> Option<String> {
     Some(lines.join("\n").trim().to_owned())
 }
 
+/// Whether a parameter's attributes describe it to the model: a doc comment with text in it, or
+/// a `#[schemars(description = ...)]`.
+fn documented(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        if attr.path().is_ident("doc") {
+            return match &attr.meta {
+                Meta::NameValue(pair) => match &pair.value {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Str(text),
+                        ..
+                    }) => !text.value().trim().is_empty(),
+                    // A computed doc (`#[doc = include_str!(..)]`) is text the compiler reads.
+                    _ => true,
+                },
+                _ => false,
+            };
+        }
+        // `#[schemars(description = "...")]`, wherever the key stands in the list.
+        match &attr.meta {
+            Meta::List(list) if attr.path().is_ident("schemars") => {
+                let tokens: Vec<proc_macro2::TokenTree> = list.tokens.clone().into_iter().collect();
+                tokens.windows(2).any(|pair| {
+                    matches!(&pair[0], proc_macro2::TokenTree::Ident(key) if key == "description")
+                        && matches!(&pair[1], proc_macro2::TokenTree::Punct(eq) if eq.as_char() == '=')
+                })
+            }
+            _ => false,
+        }
+    })
+}
+
 fn is_exec_context(ty: &Type) -> bool {
     match ty {
         Type::Path(path) => path
@@ -410,6 +443,14 @@ fn arguments(function: &mut ItemFn, problems: &mut Problems) -> (Arguments, Vec<
                 continue;
             }
         };
+        if !documented(&moved) {
+            problems.add(syn::Error::new(
+                ident.span(),
+                format!(
+                    "add a doc comment to the parameter `{ident}`: it is the argument's description, what the model reads to know what to pass (or write `#[schemars(description = \"...\")]`)"
+                ),
+            ));
+        }
         sources.push(Source::Field(ident.clone()));
         fields.push(Field {
             ident,

@@ -7,7 +7,8 @@
 //!   DSL, or as raw JSON Schema, whose refusals list every offending keyword in one pass;
 //! - **any JSON Schema** for raw definitions ([`CompiledSchema`]): draft 2020-12 or draft-07,
 //!   sent to the model as declared and compiled once into a validator (the subset's own when
-//!   the schema is inside it, `jsonschema` otherwise), so the registry checks every call;
+//!   the schema is inside it, `jsonschema` otherwise, with the `jsonschema` feature), so the
+//!   registry checks every call;
 //! - **tool definitions**: typed (the [`#[tool]`](macro@tool) macro on an `async fn`, or the
 //!   [`Tool`] trait) or raw ([`ToolDefinition::builder`]), each with a mandatory output
 //!   declaration ([`ToolOutput`]: schema + `render` + optional `presentation_meta`), and a
@@ -64,7 +65,9 @@
 //! An echo tool with the [`#[tool]`](macro@tool) macro: the doc comment is the description, the
 //! parameters are the arguments, the return type is the output.
 //!
-//! ```
+// The macro is the default `macros` feature; without it the example is not compiled.
+#![cfg_attr(feature = "macros", doc = "```")]
+#![cfg_attr(not(feature = "macros"), doc = "```ignore")]
 //! use dsh_tools::prelude::*;
 //!
 //! /// Repeat the given text back. Use when the user says "echo" or "repeat".
@@ -141,7 +144,17 @@
 //!
 //! # Features
 //!
-//! `macros` (default) provides the [`#[tool]`](macro@tool) attribute macro.
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `macros` | yes | the [`#[tool]`](macro@tool) attribute macro |
+//! | `jsonschema` | yes | a full JSON Schema validator for raw schemas outside the subset (an MCP server's, an `anyOf`, a `minimum`) |
+//!
+//! Typed tools, DSL schemas and raw schemas inside the subset never need `jsonschema`, and it
+//! is most of this crate's build (63 of its 92 crates): a crate that declares only such tools
+//! can depend on `dsh-tools = { version = "0.1", default-features = false, features =
+//! ["macros"] }`. Without the feature a raw schema outside the subset is refused when the
+//! definition is built, with [`RegistrationError::SchemaCompile`] whose
+//! [`SchemaCompileError::outside_subset`] lists why it is outside; nothing panics.
 //!
 //! This crate turns on no feature of its dependencies that changes a user's own code:
 //! `serde_json` is built without `arbitrary_precision` and `preserve_order` (only the additive
@@ -149,15 +162,19 @@
 //! (nothing fetched, no big numbers; it adds `serde_json`'s `float_roundtrip`, which only makes
 //! float parsing exact).
 //! Exact numbers and key order come from [`json::JsonValue`] instead; see [`json`].
+//!
+//! Unsafe budget: 0 — none.
 
 #![deny(missing_docs)]
 
-/// The README's example, compiled and run by `cargo test --doc`.
-#[cfg(doctest)]
+/// The README's example, compiled and run by `cargo test --doc` (it needs the `macros`
+/// feature).
+#[cfg(all(doctest, feature = "macros"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
 pub mod agent;
+pub mod approval;
 mod call;
 pub mod card;
 mod code_mode;

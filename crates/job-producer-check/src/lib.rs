@@ -4,6 +4,8 @@
 //! start its work on a [`JobRuntime`] with [`JobStart`] and [`JobHooks`], and load
 //! [`tool_bash::JobToolsPlugin`] over the same runtime. It depends on `tool-bash` with
 //! `default-features = false`, so none of the local executor is built.
+//!
+//! Unsafe budget: 0 — none.
 
 use dsh_tools::jobs::{JobEnd, JobError, JobHooks, JobId, JobOutcome, JobRuntime, JobStart};
 use std::sync::{Arc, Mutex};

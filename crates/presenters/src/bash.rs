@@ -13,61 +13,91 @@
 //! whose own last line looks like a marker keeps that line. Without the meta the status is read
 //! back from the text with [`parse_exit_status`].
 
-use crate::args::{Integer, NonBlank, soft};
+use crate::args::soft;
 use crate::markers::{ExitOutcome, no_output, parse_exit_status, strip_status_marker};
 use dsh_tools::card::{GenericCallView, TerminalCallView, TerminalResultView, ToolKind};
+use dsh_tools::prelude::JsonSchema;
 use dsh_tools::{ToolCallView, ToolResultRecord, ToolResultView, content_text};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The arguments of a `bash` call as a card reads them: the presenters' lenient reader.
+/// The arguments of a `bash` call: the one type the tool's parameter schema is derived from
+/// (each field's doc comment is what the model reads about it), the tool reads a call into,
+/// and the cards read a logged call with.
 ///
-/// It reads logs, not live calls, so it is deliberately more forgiving than the tool: it
-/// accepts arguments from old and partial logs (unknown keys such as a later version's
-/// `sandbox` are ignored, `timeout_ms` may be any JSON integer spelling), and it checks only
-/// what a card shows (a non-blank `command`, a `description` string). For every argument
-/// value the tool accepts it reads the same command, description, working directory and
-/// background switch as the tool does (a property test in `tool-bash` proves it); anything it
-/// cannot read gives `None`, the generic card.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The tool (`tool_bash::tool`) validates a call against the schema derived from this type,
+/// with `run_in_background` only where background jobs are enabled and `sandbox` and
+/// `justification` only where the executor has a sandbox, then reads it into this type and
+/// checks what the schema cannot express: `command` and `description` are not blank,
+/// `command` fits its limit, `timeout_ms` is positive, `justification` comes with `sandbox`.
+///
+/// [`BashArgs::read`] is the lenient reading of a logged call for cards.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[schemars(crate = "dsh_tools::prelude::schemars")]
 #[non_exhaustive]
-pub struct LenientBashArgs {
-    /// The command (never blank).
+pub struct BashArgs {
+    /// The command to run with `bash -c`.
     pub command: String,
-    /// What the command does, as the model described it (may be blank in an old log).
+    /// What the command does, in 5-10 words, shown to the user (e.g. "Run the unit tests").
     pub description: String,
-    /// The working directory, when given.
+    /// Timeout in milliseconds.
+    // Optional, never null: the schema offers the bare type, as the model has always seen it,
+    // with no `default` (`skip_serializing_if` keeps schemars from writing `"default": null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u64")]
+    pub timeout_ms: Option<u64>,
+    /// Directory to run in; a relative path is resolved against the session's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub workdir: Option<String>,
-    /// Whether the call started a background job.
-    pub run_in_background: bool,
+    /// Start the command as a background job and return its id at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
+    pub run_in_background: Option<bool>,
+    /// Ask to run this command outside the sandbox; the user must approve. Only when the sandbox blocks work the user asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "BashSandbox")]
+    pub sandbox: Option<BashSandbox>,
+    /// With `sandbox: "escalate"`: why the command must run outside the sandbox, shown to the user who approves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub justification: Option<String>,
 }
 
-impl LenientBashArgs {
-    /// Reads a call's logged arguments, or `None` when they do not fit (not an object, no
-    /// non-blank `command`, a field of the wrong type).
-    pub fn read(args: &Value) -> Option<LenientBashArgs> {
-        let raw: RawBashArgs = soft(args)?;
-        Some(LenientBashArgs {
-            command: raw.command.0,
-            description: raw.description,
-            workdir: raw.workdir,
-            run_in_background: raw.run_in_background == Some(true),
-        })
+/// What a `bash` call may ask of the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[schemars(crate = "dsh_tools::prelude::schemars")]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum BashSandbox {
+    /// Run this one command outside the sandbox, once the user approves.
+    Escalate,
+}
+
+impl BashArgs {
+    /// Reads a call's logged arguments leniently, or `None` when they do not fit (not an
+    /// object, no non-blank `command`, a field of the wrong type).
+    ///
+    /// It reads logs, not live calls, so it is deliberately more forgiving than the tool:
+    /// unknown keys (a later version's) are ignored, `description` may be blank (an old log),
+    /// `timeout_ms` may be any spelling of a whole number (`3e4`), and none of the tool's
+    /// other rules apply. For every argument value the tool accepts it reads exactly what the
+    /// tool reads (a property test in `tool-bash` proves it); anything it cannot read gives
+    /// `None`, the generic card.
+    pub fn read(args: &Value) -> Option<BashArgs> {
+        // serde would also read a struct from an array of its fields; arguments are objects.
+        if !args.is_object() {
+            return None;
+        }
+        // As the tool reads a value: a whole number held as a float (`3e4`) is an integer.
+        let args: BashArgs = dsh_tools::json::from_value_located(args).ok()?;
+        (!args.command.trim().is_empty()).then_some(args)
     }
-}
 
-/// The shape [`LenientBashArgs::read`] checks.
-#[derive(Debug, Deserialize)]
-struct RawBashArgs {
-    command: NonBlank,
-    description: String,
-    #[serde(default)]
-    #[allow(dead_code)] // Checked for shape only: no card shows the timeout.
-    timeout_ms: Option<Integer>,
-    #[serde(default)]
-    workdir: Option<String>,
-    #[serde(default)]
-    run_in_background: Option<bool>,
+    /// Whether the call starts a background job.
+    pub fn in_background(&self) -> bool {
+        self.run_in_background == Some(true)
+    }
 }
 
 /// The exit facts of a foreground run, persisted as the `bash` result's presentation meta
@@ -110,9 +140,10 @@ impl BashExitMeta {
 
 /// The pending card of a `bash` call, or `None` when the arguments are malformed.
 pub fn present_call(args: &Value) -> Option<ToolCallView> {
-    let parsed = LenientBashArgs::read(args)?;
+    let parsed = BashArgs::read(args)?;
+    let background = parsed.in_background();
     let description = non_empty(parsed.description);
-    if parsed.run_in_background {
+    if background {
         return Some(ToolCallView::Generic(GenericCallView {
             title: parsed.command,
             kind: Some(ToolKind::Execute),
@@ -130,9 +161,9 @@ pub fn present_call(args: &Value) -> Option<ToolCallView> {
 
 /// The completed card of a `bash` call, or `None` when the arguments are malformed.
 pub fn present_result(args: &Value, record: &ToolResultRecord) -> Option<ToolResultView> {
-    let args = LenientBashArgs::read(args)?;
+    let args = BashArgs::read(args)?;
     let text = content_text(&record.content);
-    if record.is_error || args.run_in_background {
+    if record.is_error || args.in_background() {
         return Some(ToolResultView::fallback(record));
     }
     let (body, exit_code, signal) = match record.meta.as_ref().and_then(BashExitMeta::read) {

@@ -10,7 +10,8 @@
 //!   cards: the `bash` tool renders its model text with [`render_shell_output`] (and a
 //!   background read with [`markers::render_background_read`]), and [`parse_exit_status`]
 //!   reads the exit status back for a log without [`bash::BashExitMeta`];
-//! - [`bash::LenientBashArgs`], the lenient reader of `bash` arguments in logs;
+//! - [`bash::BashArgs`], the `bash` tool's arguments: the type its schema is derived from,
+//!   and [`bash::BashArgs::read`], the lenient reader of them in logs;
 //! - [`render_text`] for terminals, which shows every control character of the untrusted tool
 //!   output and arguments as a visible escape ([`escape_controls`]), and the [`acp`] projection
 //!   onto Agent Client Protocol `ToolCall` / `ToolCallUpdate` JSON, which keeps the text as it is.
@@ -45,6 +46,8 @@
 //! # Features
 //!
 //! This crate has no cargo features.
+//!
+//! Unsafe budget: 0 — none.
 
 #![deny(missing_docs)]
 

@@ -1,12 +1,16 @@
 //! Schemas as declared, each with the validator compiled from it once: the subset's own for a
-//! subset schema, `jsonschema`'s for any other JSON Schema a raw definition declares.
+//! subset schema, `jsonschema`'s for any other JSON Schema a raw definition declares (with the
+//! `jsonschema` feature; without it such a schema does not compile).
 
 use super::raw::{self, Root};
-use super::{ValueSchema, Violation, validate};
+use super::{SchemaError, ValueSchema, Violation, validate};
 use crate::call::ParsedArguments;
-use crate::json::{JsonValue, pointer_push};
+use crate::json::JsonValue;
+#[cfg(feature = "jsonschema")]
+use crate::json::pointer_push;
 use serde_json::Value;
 use std::fmt;
+#[cfg(feature = "jsonschema")]
 use std::sync::Arc;
 
 /// How a raw JSON Schema is compiled.
@@ -33,20 +37,39 @@ impl CompileOptions {
     }
 }
 
-/// Why a raw JSON Schema could not be compiled: the validator's own message.
+/// Why a raw JSON Schema could not be compiled: the validator's own message, or, in a build
+/// without the `jsonschema` feature, why the schema is outside the subset.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 #[non_exhaustive]
 pub struct SchemaCompileError {
     /// What the validator said (an unknown `$schema`, a keyword of the wrong type, a `$ref`
-    /// that does not resolve, …).
+    /// that does not resolve, …), or that the schema needs the `jsonschema` feature.
     pub message: String,
+    /// Set when the schema is outside the subset and this build has no full validator (the
+    /// `jsonschema` feature is off): the subset's reasons, each with its JSON pointer. Turning
+    /// the feature on, or declaring the schema inside the subset, makes it compile.
+    pub outside_subset: Option<SchemaError>,
 }
 
 impl SchemaCompileError {
     fn new(message: impl Into<String>) -> SchemaCompileError {
         SchemaCompileError {
             message: message.into(),
+            outside_subset: None,
+        }
+    }
+
+    /// The error of a schema outside the subset in a build without the `jsonschema` feature.
+    #[cfg(not(feature = "jsonschema"))]
+    fn outside_subset(reasons: SchemaError) -> SchemaCompileError {
+        SchemaCompileError {
+            message: format!(
+                "the schema is outside the subset dsh-tools validates by itself ({reasons}), and \
+                 this build has no full JSON Schema validator: enable dsh-tools' `jsonschema` \
+                 feature (a default one), or declare the schema inside the subset"
+            ),
+            outside_subset: Some(reasons),
         }
     }
 }
@@ -57,7 +80,9 @@ impl SchemaCompileError {
 /// checked by the subset's own validator, which judges numbers digit for digit, and has a
 /// strict projection. Any other JSON Schema (draft 2020-12, or draft-07 when its `$schema`
 /// says so; `$ref` into `$defs`/`definitions`, `anyOf`, `format`, `minimum`, type arrays, …)
-/// is compiled by `jsonschema`: references are resolved inside the schema only (nothing is
+/// is compiled by `jsonschema` (with the `jsonschema` feature, a default one; without it such
+/// a schema is a [`SchemaCompileError`] whose [`outside_subset`](SchemaCompileError::outside_subset)
+/// gives the subset's reasons, never a panic): references are resolved inside the schema only (nothing is
 /// fetched), and `format` is an annotation unless [`CompileOptions::assert_formats`] is set.
 ///
 /// `jsonschema` judges a `serde_json::Value`, so for those schemas numbers are judged as the
@@ -76,6 +101,7 @@ pub struct CompiledSchema {
 #[derive(Clone)]
 enum Check {
     Subset(ValueSchema),
+    #[cfg(feature = "jsonschema")]
     Full(Arc<jsonschema::Validator>),
 }
 
@@ -118,12 +144,25 @@ impl CompiledSchema {
         root: Root,
         options: CompileOptions,
     ) -> Result<CompiledSchema, SchemaCompileError> {
-        if let Ok(subset) = raw::accept(schema, root) {
-            return Ok(CompiledSchema {
-                declared: schema.clone(),
-                check: Check::Subset(subset),
-            });
-        }
+        let reasons = match raw::accept(schema, root) {
+            Ok(subset) => {
+                return Ok(CompiledSchema {
+                    declared: schema.clone(),
+                    check: Check::Subset(subset),
+                });
+            }
+            Err(reasons) => reasons,
+        };
+        CompiledSchema::compile_full(schema, reasons, options)
+    }
+
+    /// A schema outside the subset, compiled by `jsonschema`.
+    #[cfg(feature = "jsonschema")]
+    fn compile_full(
+        schema: &JsonValue,
+        _outside_subset: SchemaError,
+        options: CompileOptions,
+    ) -> Result<CompiledSchema, SchemaCompileError> {
         let validator = jsonschema::options()
             .should_validate_formats(options.assert_formats)
             .build(&schema.to_value())
@@ -132,6 +171,16 @@ impl CompiledSchema {
             declared: schema.clone(),
             check: Check::Full(Arc::new(validator)),
         })
+    }
+
+    /// A schema outside the subset, in a build without a full validator: refused.
+    #[cfg(not(feature = "jsonschema"))]
+    fn compile_full(
+        _schema: &JsonValue,
+        outside_subset: SchemaError,
+        _options: CompileOptions,
+    ) -> Result<CompiledSchema, SchemaCompileError> {
+        Err(SchemaCompileError::outside_subset(outside_subset))
     }
 
     /// [`CompiledSchema::compile_as`] for a `serde_json::Value`, whose depth is measured before
@@ -160,6 +209,7 @@ impl CompiledSchema {
     pub fn as_subset(&self) -> Option<&ValueSchema> {
         match &self.check {
             Check::Subset(schema) => Some(schema),
+            #[cfg(feature = "jsonschema")]
             Check::Full(_) => None,
         }
     }
@@ -176,6 +226,7 @@ impl CompiledSchema {
     pub(crate) fn has_object_root(&self) -> bool {
         match &self.check {
             Check::Subset(schema) => schema.as_object().is_some(),
+            #[cfg(feature = "jsonschema")]
             Check::Full(_) => {
                 self.declared.get("type").and_then(JsonValue::as_str) == Some("object")
             }
@@ -186,6 +237,7 @@ impl CompiledSchema {
     pub fn validate(&self, value: &JsonValue) -> Result<(), Vec<Violation>> {
         match &self.check {
             Check::Subset(schema) => validate(schema, value),
+            #[cfg(feature = "jsonschema")]
             Check::Full(validator) => {
                 beyond_f64(value)?;
                 full(validator, &value.to_value())
@@ -198,6 +250,7 @@ impl CompiledSchema {
     pub(crate) fn validate_args(&self, args: &ParsedArguments) -> Result<(), Vec<Violation>> {
         match &self.check {
             Check::Subset(schema) => validate(schema, args.exact()),
+            #[cfg(feature = "jsonschema")]
             Check::Full(validator) => {
                 beyond_f64(args.exact())?;
                 full(validator, args.value())
@@ -211,6 +264,7 @@ impl CompiledSchema {
             // A subset schema that accepts any value needs no conversion to check.
             Check::Subset(schema) if matches!(schema.kind(), super::SchemaKind::Json) => Ok(()),
             Check::Subset(schema) => super::validate_value(schema, value),
+            #[cfg(feature = "jsonschema")]
             Check::Full(validator) => full(validator, value),
         }
     }
@@ -219,6 +273,7 @@ impl CompiledSchema {
     pub(crate) fn accepts_value(&self, value: &Value) -> bool {
         match &self.check {
             Check::Subset(schema) => super::accepts_value(schema, value),
+            #[cfg(feature = "jsonschema")]
             Check::Full(validator) => validator.is_valid(value),
         }
     }
@@ -226,6 +281,7 @@ impl CompiledSchema {
 
 /// Every violation `jsonschema` finds, in our shape: the instance's JSON pointer and the
 /// validator's message.
+#[cfg(feature = "jsonschema")]
 fn full(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<Violation>> {
     if validator.is_valid(value) {
         return Ok(());
@@ -246,6 +302,7 @@ fn full(validator: &jsonschema::Validator, value: &Value) -> Result<(), Vec<Viol
 
 /// Refuses numbers a `serde_json::Value` cannot hold (beyond `f64`'s range): the lossy view
 /// turns them into strings, which `jsonschema` would judge as strings.
+#[cfg(feature = "jsonschema")]
 fn beyond_f64(value: &JsonValue) -> Result<(), Vec<Violation>> {
     fn walk(value: &JsonValue, at: &str, out: &mut Vec<Violation>) {
         match value {
@@ -284,4 +341,65 @@ fn beyond_f64(value: &JsonValue) -> Result<(), Vec<Violation>> {
     let mut out = Vec::new();
     walk(value, "", &mut out);
     if out.is_empty() { Ok(()) } else { Err(out) }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::{ContentBlock, ToolDefinition};
+    use serde_json::json;
+
+    /// A parameter schema outside the subset (`minimum`): validated by `jsonschema` with the
+    /// feature, refused at registration with the subset's reasons without it, never a panic.
+    #[test]
+    fn a_schema_outside_the_subset_compiles_only_with_the_jsonschema_feature() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1}},
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        let built = ToolDefinition::builder("count", "Count to n.")
+            .raw_parameters(schema.clone())
+            .raw_output(json!({}), |_, value| {
+                vec![ContentBlock::text(value.to_string())]
+            })
+            .execute(|args, _| async move { Ok((*args).clone()) })
+            .build();
+        let compiled = CompiledSchema::compile(&JsonValue::from(&schema));
+        #[cfg(feature = "jsonschema")]
+        {
+            assert!(built.is_ok());
+            let compiled = compiled.unwrap();
+            assert!(compiled.as_subset().is_none());
+            let violations = compiled
+                .validate(&JsonValue::from(&json!({"n": 0})))
+                .unwrap_err();
+            assert_eq!(violations[0].pointer, "/n");
+        }
+        #[cfg(not(feature = "jsonschema"))]
+        {
+            let error = compiled.unwrap_err();
+            let reasons = error.outside_subset.clone().expect("the subset's reasons");
+            assert_eq!(reasons.pointers(), vec!["/properties/n/minimum"]);
+            assert!(
+                error
+                    .message
+                    .contains("enable dsh-tools' `jsonschema` feature")
+            );
+            match built {
+                Err(crate::RegistrationError::SchemaCompile {
+                    name,
+                    which,
+                    source,
+                }) => {
+                    assert_eq!((name.as_str(), which), ("count", "parameters"));
+                    assert_eq!(source, error);
+                }
+                other => panic!("expected a SchemaCompile error, got {other:?}"),
+            }
+        }
+    }
 }

@@ -129,6 +129,8 @@ pub struct ObjectSchema {
     properties: Vec<(String, ValueSchema)>,
     required: Vec<String>,
     additional_properties: bool,
+    /// Keys refused with a reason of their own ([`ValueSchema::withhold`]); never sent.
+    withheld: Vec<(String, String)>,
 }
 
 impl ObjectSchema {
@@ -158,6 +160,14 @@ impl ObjectSchema {
     /// Whether undeclared keys are allowed (`additionalProperties`).
     pub fn additional_properties(&self) -> bool {
         self.additional_properties
+    }
+
+    /// Why an undeclared key is refused, when [`ValueSchema::withhold`] gave a reason.
+    pub fn withheld(&self, name: &str) -> Option<&str> {
+        self.withheld
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, why)| why.as_str())
     }
 }
 
@@ -273,6 +283,7 @@ impl ValueSchema {
             properties: Vec::new(),
             required: Vec::new(),
             additional_properties,
+            withheld: Vec::new(),
         }))
     }
 
@@ -314,6 +325,24 @@ impl ValueSchema {
                 self
             }
         }
+    }
+
+    /// Refuses `name` on a closed object with `why` instead of the generic "unknown property":
+    /// for a property the tool offers only in some configurations (a background switch where
+    /// background jobs are off), so the model reads what to do instead. The reason is not part
+    /// of the schema the model receives ([`ValueSchema::to_json`] leaves it out); a declared
+    /// property of the same name wins. On any other node this records a problem that
+    /// [`ValueSchema::check`] reports.
+    pub fn withhold(mut self, name: impl Into<String>, why: impl Into<String>) -> ValueSchema {
+        match &mut self.kind {
+            SchemaKind::Object(object) if !object.additional_properties => {
+                let name = name.into();
+                object.withheld.retain(|(k, _)| *k != name);
+                object.withheld.push((name, why.into()));
+            }
+            _ => self.misuse = Some("`withhold` applies only to closed object nodes"),
+        }
+        self
     }
 
     /// Limits a scalar node to the listed values (`enum`).

@@ -445,6 +445,7 @@ impl Walk {
             properties,
             required,
             additional_properties,
+            withheld: Vec::new(),
         }))
     }
 }

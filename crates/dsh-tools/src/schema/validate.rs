@@ -248,7 +248,9 @@ fn check_object(object: &ObjectSchema, value: &JsonValue, at: &str, out: &mut Ve
             Some(schema) => check(schema, item, &pointer_push(at, key), out),
             None if !object.additional_properties => out.push(Violation::new(
                 pointer_push(at, key),
-                "unknown property (this object accepts only its declared properties)",
+                object.withheld(key).unwrap_or(
+                    "unknown property (this object accepts only its declared properties)",
+                ),
             )),
             None => {}
         }

@@ -9,19 +9,29 @@ struct Args {
 
 /// Borrowed.
 #[tool]
-async fn borrowed(text: &str) -> String {
+async fn borrowed(
+    /// The text.
+    text: &str,
+) -> String {
     text.to_owned()
 }
 
 /// Destructured.
 #[tool]
-async fn destructured((a, b): (u32, u32)) -> u32 {
+async fn destructured(
+    /// The pair.
+    (a, b): (u32, u32),
+) -> u32 {
     a + b
 }
 
 /// Mixed.
 #[tool]
-async fn mixed(#[args] args: Args, extra: u32) -> String {
+async fn mixed(
+    #[args] args: Args,
+    /// One more.
+    extra: u32,
+) -> String {
     format!("{}{extra}", args.text)
 }
 

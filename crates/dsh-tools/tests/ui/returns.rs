@@ -4,7 +4,10 @@ use dsh_tools::prelude::*;
 
 /// Returns nothing.
 #[tool]
-async fn nothing(text: String) {
+async fn nothing(
+    /// The text.
+    text: String,
+) {
     drop(text);
 }
 

@@ -4,18 +4,27 @@ use dsh_tools::prelude::*;
 
 /// Not async.
 #[tool]
-fn not_async(text: String) -> String {
+fn not_async(
+    /// The text.
+    text: String,
+) -> String {
     text
 }
 
 #[tool]
-async fn undocumented(text: String) -> String {
+async fn undocumented(
+    /// The text.
+    text: String,
+) -> String {
     text
 }
 
 /// Generic.
 #[tool]
-async fn generic<T: Default>(text: String) -> String {
+async fn generic<T: Default>(
+    /// The text.
+    text: String,
+) -> String {
     text
 }
 
@@ -24,7 +33,11 @@ struct Holder;
 impl Holder {
     /// A method.
     #[tool]
-    async fn method(&self, text: String) -> String {
+    async fn method(
+        &self,
+        /// The text.
+        text: String,
+    ) -> String {
         text
     }
 }

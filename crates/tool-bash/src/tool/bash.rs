@@ -1,33 +1,42 @@
 //! The `bash` tool: its parameters and argument checks, the foreground run and the background
 //! start, the rendering of its value, and the job hooks over a background process.
+//!
+//! Its contract has one home: the arguments are [`BashArgs`] (in `presenters`, whose cards read
+//! them too), the parameter schema is derived from that type ([`bash_parameters_for`]), the
+//! limits are the executor's ([`ShellExecutor::limits`]) and [`COMMAND_MAX_BYTES`], and the
+//! description and the error texts that name a limit are written from those values.
 
 use super::value;
-use crate::shell::{ManagedEnv, ProcessStatus, ShellExecutor, ShellProcess, ShellRequest, Stream};
+use crate::shell::{
+    ManagedEnv, ProcessStatus, ShellExecutor, ShellLimits, ShellProcess, ShellRequest, Stream,
+};
 use crate::value::{BackgroundStart, BashOutput, ForegroundRun, StreamOutput};
 use dsh_tools::jobs::{JobEnd, JobHooks, JobOutcome, JobRuntime, JobStart};
 use dsh_tools::json::JsonValue;
 use dsh_tools::{
-    ArgsValidation, ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, Scope,
+    ContentBlock, ExecContext, Plugin, PluginError, RegistrationError, SchemaError, Scope,
     ToolDefinition, ToolError, ToolOutput, ValueSchema, validate,
 };
+pub use presenters::bash::{BashArgs, BashSandbox};
 use presenters::markers::{self, ExitOutcome, SkippedOutput, Truncation};
-use serde::Deserialize;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The longest command the tool runs, in bytes: the registry's default limit of a call's
-/// argument text, so that a command an in-process caller hands over as a value is bounded
-/// like one a model writes. Longer than one argument of `execve` may be (128 KiB): the
-/// local executor hands such a command to bash on a descriptor.
-pub const COMMAND_MAX_BYTES: usize = 1 << 20;
+/// argument text ([`dsh_tools::DEFAULT_MAX_ARGUMENT_BYTES`]), so that a command an in-process
+/// caller hands over as a value is bounded like one a model writes. Longer than one argument
+/// of `execve` may be (128 KiB): the local executor hands such a command to bash on a
+/// descriptor.
+pub const COMMAND_MAX_BYTES: usize = dsh_tools::DEFAULT_MAX_ARGUMENT_BYTES;
 /// The `bash` tool's name.
 pub const BASH_TOOL: &str = "bash";
 /// The job kind (and notice source) of background commands.
 pub const BASH_JOB_KIND: &str = "bash";
 
-/// What the model reads to decide when and how to use `bash`.
+/// What the model reads to decide when and how to use `bash`, before the sentence on its
+/// timeouts, which [`bash_description`] writes from the executor's limits.
 pub const BASH_DESCRIPTION: &str = "Run a shell command with bash and get its output. \
 Use it whenever the user asks to run, execute or try a command, script, build or test \
 (\"run the tests\", \"execute this\", \"运行命令\", \"执行脚本\"). \
@@ -35,12 +44,17 @@ Each call starts a fresh, non-interactive shell: state such as `cd` or exported 
 not carry over, so pass `workdir` instead of `cd`, and never wait for input (stdin is empty). \
 A non-zero exit is not an error of the tool: the output ends with `[exit code: N]` (or \
 `[killed by signal: NAME]`), and stderr follows a `[stderr]` line. Long output is cut to its \
-head and tail, and the complete output is saved to a file whose path the result names. \
-Commands time out after `timeout_ms` (default 120000, at most 600000).";
+head and tail, and the complete output is saved to a file whose path the result names.";
 
 /// How the question an escalation puts to the approver starts (`sandbox: "escalate"`): an
-/// approver that grants ordinary calls wholesale can tell these apart and still ask.
-pub const ESCALATION_PREFIX: &str = "leave the sandbox: ";
+/// approver that grants ordinary calls wholesale can tell these apart and still ask. The one
+/// approval flow (`dsh_tools::approval`) reads it.
+pub const ESCALATION_PREFIX: &str = dsh_tools::approval::ESCALATION_PREFIX;
+
+/// Why `run_in_background` is refused where background jobs are not enabled: the model reads
+/// it instead of "unknown property".
+const BACKGROUND_OFF: &str = "background jobs are not enabled here; remove `run_in_background` \
+and run the command in the foreground";
 
 /// The sentence added when background jobs are enabled.
 pub const BASH_BACKGROUND_DESCRIPTION: &str = " For long-running work (servers, watchers, \
@@ -117,101 +131,115 @@ impl Plugin for BashPlugin {
     }
 }
 
-/// The parameter schema; `run_in_background` only when background jobs are enabled.
-pub fn bash_parameters(background: bool) -> ValueSchema {
-    let mut schema = ValueSchema::closed_object()
-        .required(
-            "command",
-            ValueSchema::string().description("The command to run with `bash -c`."),
-        )
-        .required(
-            "description",
-            ValueSchema::string()
-                .description("What the command does, in 5-10 words, shown to the user (e.g. \"Run the unit tests\")."),
-        )
-        .property(
-            "timeout_ms",
-            ValueSchema::integer().description("Timeout in milliseconds (default 120000, at most 600000)."),
-        )
-        .property(
-            "workdir",
-            ValueSchema::string()
-                .description("Directory to run in; a relative path is resolved against the session's directory."),
-        );
-    if background {
-        schema = schema.property(
-            "run_in_background",
-            ValueSchema::boolean()
-                .description("Start the command as a background job and return its id at once."),
-        );
+/// The parameter schema with the default limits ([`ShellLimits::default`]) and no sandbox;
+/// `run_in_background` only when `background`.
+pub fn bash_parameters(background: bool) -> Result<ValueSchema, SchemaError> {
+    bash_parameters_for(background, false, &ShellLimits::default())
+}
+
+/// The parameter schema, derived from [`BashArgs`]: its fields in their order with their doc
+/// comments as descriptions, `run_in_background` only when `background` (refused with its own
+/// reason otherwise), `sandbox` and `justification` only when `sandboxed`, and `timeout_ms`
+/// described with `limits`.
+pub fn bash_parameters_for(
+    background: bool,
+    sandboxed: bool,
+    limits: &ShellLimits,
+) -> Result<ValueSchema, SchemaError> {
+    let derived = ValueSchema::for_type_in_field_order::<BashArgs>()?;
+    let mut schema = ValueSchema::closed_object();
+    for (name, property) in derived.as_object().into_iter().flat_map(|o| o.properties()) {
+        let offered = match name {
+            "run_in_background" => background,
+            "sandbox" | "justification" => sandboxed,
+            _ => true,
+        };
+        if !offered {
+            continue;
+        }
+        let mut property = property.clone();
+        if name == "timeout_ms" {
+            let stem = property
+                .annotations()
+                .description
+                .clone()
+                .unwrap_or_default();
+            property = property.description(timeout_description(&stem, limits));
+        }
+        let required = derived.as_object().is_some_and(|o| o.is_required(name));
+        schema = if required {
+            schema.required(name, property)
+        } else {
+            schema.property(name, property)
+        };
     }
-    schema
+    if !background {
+        schema = schema.withhold("run_in_background", BACKGROUND_OFF);
+    }
+    Ok(schema)
 }
 
-/// The arguments of a `bash` call as the tool reads them, once they passed every check.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct BashArgs {
-    /// The command for `bash -c` (never blank).
-    pub command: String,
-    /// What the command does, for the user (never blank).
-    pub description: String,
-    /// The timeout in milliseconds (positive), when given.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// The working directory, when given.
-    #[serde(default)]
-    pub workdir: Option<String>,
-    /// The background switch, when given (only where background jobs are enabled).
-    #[serde(default)]
-    pub run_in_background: Option<bool>,
-    /// `"escalate"`, when the call asks to leave the sandbox.
-    #[serde(default)]
-    pub sandbox: Option<String>,
-    /// Why the call must leave the sandbox (with `sandbox` only).
-    #[serde(default)]
-    pub justification: Option<String>,
+/// `timeout_ms`'s description: its doc comment with the limits in brackets before the stop.
+fn timeout_description(stem: &str, limits: &ShellLimits) -> String {
+    format!(
+        "{} ({}).",
+        stem.trim_end_matches('.'),
+        timeout_limits(limits)
+    )
 }
 
-/// Reads a `bash` call's argument text exactly as the tool does: the same schema (with
-/// `run_in_background` when `background`, and `sandbox`/`justification` when `sandboxed`) and
-/// the same rules it cannot express, with the same messages.
+/// `default N, at most M`, in milliseconds.
+fn timeout_limits(limits: &ShellLimits) -> String {
+    format!(
+        "default {}, at most {}",
+        limits.default_timeout.as_millis(),
+        limits.max_timeout.as_millis()
+    )
+}
+
+/// The description the model reads: [`BASH_DESCRIPTION`], the timeouts as `limits` set them,
+/// then the background sentence when `background`, and the sandbox's when `sandbox` names one.
+pub fn bash_description(limits: &ShellLimits, background: bool, sandbox: Option<&str>) -> String {
+    let mut description = format!(
+        "{BASH_DESCRIPTION} Commands time out after `timeout_ms` ({}).",
+        timeout_limits(limits)
+    );
+    if background {
+        description.push_str(BASH_BACKGROUND_DESCRIPTION);
+    }
+    if let Some(policy) = sandbox {
+        description.push_str(&format!(
+            " Commands run in a sandbox ({policy}). When a command must run outside it, set \
+             `sandbox: \"escalate\"` with a `justification`; the user is asked to approve."
+        ));
+    }
+    description
+}
+
+/// Reads a `bash` call's argument text exactly as the registry and the tool do: the same
+/// schema (with `run_in_background` when `background`, and `sandbox`/`justification` when
+/// `sandboxed`), the same typed read and the same rules it cannot express, with the same
+/// messages.
 pub fn parse_bash_arguments(
     text: &str,
     background: bool,
     sandboxed: bool,
 ) -> Result<BashArgs, ToolError> {
     let exact = JsonValue::parse(text).map_err(|e| ToolError::invalid_args(e.to_string()))?;
-    let mut schema = bash_parameters(background);
-    if sandboxed {
-        schema = with_escalation(schema);
-    }
-    check_bash_args(
-        &exact,
-        || dsh_tools::json::from_str_located(text),
-        &schema,
-        background,
-    )
-}
-
-/// Checks the arguments: the background switch, the schema, then the rules it cannot express.
-/// `typed` reads them into [`BashArgs`] (from the text when there is one, for exact integers).
-fn check_bash_args(
-    args: &JsonValue,
-    typed: impl FnOnce() -> Result<BashArgs, dsh_tools::Violation>,
-    schema: &ValueSchema,
-    background: bool,
-) -> Result<BashArgs, ToolError> {
-    if !background && args.get("run_in_background").is_some() {
-        return Err(ToolError::invalid_args(
-            "/run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
-        ));
-    }
-    if let Err(violations) = validate(schema, args) {
+    let schema = bash_parameters_for(background, sandboxed, &ShellLimits::default())
+        .map_err(ToolError::from_error)?;
+    if let Err(violations) = validate(&schema, &exact) {
         let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
         return Err(ToolError::invalid_args(listed.join("; ")));
     }
+    read_bash_args(|| dsh_tools::json::from_str_located(text))
+}
+
+/// Reads arguments the schema accepted into [`BashArgs`] (`typed` reads from the text when
+/// there is one, for exact integers), then checks the rules the schema cannot express.
+fn read_bash_args(
+    typed: impl FnOnce() -> Result<BashArgs, dsh_tools::Violation>,
+) -> Result<BashArgs, ToolError> {
     // The schema admits any integer; the located read names the field when one does not fit
     // (`-1`, `1e300`, `2^64` for `timeout_ms`).
     let args: BashArgs = typed().map_err(|e| ToolError::invalid_args(e.to_string()))?;
@@ -230,7 +258,7 @@ fn check_bash_args(
             "/description: must not be empty (say in 5-10 words what the command does)",
         ));
     }
-    match (args.sandbox.as_deref(), args.justification.as_deref()) {
+    match (args.sandbox, args.justification.as_deref()) {
         (Some(_), None) => {
             return Err(ToolError::invalid_args(
                 "/justification: required with `sandbox: \"escalate\"`; say why the command must run outside the sandbox (the user reads it)",
@@ -394,32 +422,25 @@ fn bash_tool(
     jobs: Option<JobRuntime>,
     config: BashConfig,
 ) -> Result<ToolDefinition, RegistrationError> {
+    // What this definition offers is decided once, from its executor and jobs runtime; the
+    // schema and the description are both written from it.
     let background = jobs.is_some();
     let sandbox = executor.sandbox_policy();
-    let mut schema = bash_parameters(background);
-    let mut description = if background {
-        format!("{BASH_DESCRIPTION}{BASH_BACKGROUND_DESCRIPTION}")
-    } else {
-        BASH_DESCRIPTION.to_owned()
+    let limits = executor.limits();
+    let schema_error = |which| {
+        move |source| RegistrationError::Schema {
+            name: BASH_TOOL.to_owned(),
+            which,
+            source,
+        }
     };
-    if let Some(policy) = &sandbox {
-        schema = with_escalation(schema);
-        description.push_str(&format!(
-            " Commands run in a sandbox ({policy}). When a command must run outside it, set \
-             `sandbox: \"escalate\"` with a `justification`; the user is asked to approve."
-        ));
-    }
-    let checked = Arc::new(schema.clone());
-    let output_schema = BashOutput::schema().map_err(|source| RegistrationError::Schema {
-        name: BASH_TOOL.to_owned(),
-        which: "output",
-        source,
-    })?;
+    let schema = bash_parameters_for(background, sandbox.is_some(), &limits)
+        .map_err(schema_error("parameters"))?;
+    let description = bash_description(&limits, background, sandbox.as_deref());
+    let output_schema = BashOutput::schema().map_err(schema_error("output"))?;
     ToolDefinition::builder(BASH_TOOL, description)
-        // The body checks the arguments itself, so the disabled background switch gets its own
-        // clear message rather than a generic "unknown property".
-        .raw_parameters_exact(schema.to_json())
-        .args_validation(ArgsValidation::Unvalidated)
+        // The registry validates every call against it, as for any tool.
+        .parameters(schema)
         .output(
             ToolOutput::new(output_schema, |_, value| {
                 vec![ContentBlock::text(render_bash(value))]
@@ -434,10 +455,8 @@ fn bash_tool(
         .execute(move |_, exec: ExecContext| {
             let executor = Arc::clone(&executor);
             let jobs = jobs.clone();
-            let schema = Arc::clone(&checked);
             async move {
-                let args =
-                    check_bash_args(exec.exact_args(), || exec.typed_args(), &schema, background)?;
+                let args = read_bash_args(|| exec.typed_args())?;
                 dsh_tools::runtime::require(executor.required_drivers())?;
                 let request = ShellRequest {
                     command: args.command,
@@ -477,23 +496,6 @@ fn bash_tool(
             }
         })
         .build()
-}
-
-/// The `sandbox` and `justification` parameters, offered when the executor has a sandbox.
-fn with_escalation(schema: ValueSchema) -> ValueSchema {
-    schema
-        .property(
-            "sandbox",
-            ValueSchema::string().constant("escalate").description(
-                "Ask to run this command outside the sandbox; the user must approve. Only when the sandbox blocks work the user asked for.",
-            ),
-        )
-        .property(
-            "justification",
-            ValueSchema::string().description(
-                "With `sandbox: \"escalate\"`: why the command must run outside the sandbox, shown to the user who approves.",
-            ),
-        )
 }
 
 /// The executor for a call that asked to leave the sandbox: the unconfined one, only when the

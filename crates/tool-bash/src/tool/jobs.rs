@@ -210,14 +210,20 @@ fn job_output_tool(
     jobs: JobRuntime,
     config: JobToolsConfig,
 ) -> Result<ToolDefinition, RegistrationError> {
+    // The waits are stated as this runtime's configuration sets them.
+    let waits = format!(
+        "default {}, at most {}",
+        config.default_wait.as_millis(),
+        config.max_wait.as_millis()
+    );
     ToolDefinition::builder(
         "job_output",
-        "Read the new output of a background job started with `run_in_background`, and its status. \
+        format!("Read the new output of a background job started with `run_in_background`, and its status. \
 Use it when the user asks what a background command printed, how it is doing or whether it is \
 done (\"check the server log\", \"is the build finished?\", \"查看后台输出\", \"任务跑完了吗\"). \
 Each read returns only what was printed since the previous read. Set `wait: true` to block until \
-the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-out wait returns \
-`[status: running]` and leaves the job alive.",
+the job finishes (up to `timeout_ms`, {waits}); a timed-out wait returns \
+`[status: running]` and leaves the job alive."),
     )
     .parameters(
         ValueSchema::closed_object()
@@ -231,9 +237,8 @@ the job finishes (up to `timeout_ms`, default 30000, at most 600000); a timed-ou
             )
             .property(
                 "timeout_ms",
-                ValueSchema::integer().description(
-                    "How long to wait, in milliseconds (default 30000, at most 600000).",
-                ),
+                ValueSchema::integer()
+                    .description(format!("How long to wait, in milliseconds ({waits}).")),
             ),
     )
     .output(

@@ -6,8 +6,8 @@ mod jobs;
 
 pub use bash::{
     BASH_BACKGROUND_DESCRIPTION, BASH_DESCRIPTION, BASH_JOB_KIND, BASH_TOOL, BashArgs, BashConfig,
-    BashPlugin, COMMAND_MAX_BYTES, ESCALATION_PREFIX, bash_parameters, parse_bash_arguments,
-    render_bash, render_bash_output,
+    BashPlugin, BashSandbox, COMMAND_MAX_BYTES, ESCALATION_PREFIX, bash_description,
+    bash_parameters, bash_parameters_for, parse_bash_arguments, render_bash, render_bash_output,
 };
 pub use jobs::{
     JobKillOutcome, JobKillValue, JobListValue, JobOutputValue, JobToolsConfig, JobToolsPlugin,

@@ -112,6 +112,45 @@ fn reports_every_violation_with_its_pointer() {
     );
 }
 
+/// A withheld key is refused with its own reason, is not part of the schema the model
+/// receives, and applies only where a closed object would refuse the key anyway.
+#[test]
+fn a_withheld_property_is_refused_with_its_reason_and_never_sent() {
+    let offered = ValueSchema::closed_object().required("command", ValueSchema::string());
+    let schema = offered.clone().withhold(
+        "background",
+        "background jobs are off here; run it in the foreground",
+    );
+    assert_eq!(
+        violations(
+            &schema,
+            json!({"command": "ls", "background": true, "other": 1})
+        ),
+        vec![
+            "/background: background jobs are off here; run it in the foreground",
+            "/other: unknown property (this object accepts only its declared properties)",
+        ]
+    );
+    assert!(!is_valid(
+        &schema,
+        &json!({"command": "ls", "background": false})
+    ));
+    assert_eq!(schema.to_json(), offered.to_json());
+    assert_eq!(schema.to_strict_json(), offered.to_strict_json());
+    // A declared property of the same name is validated as declared.
+    let declared = schema.property("background", ValueSchema::boolean());
+    assert_eq!(
+        violations(&declared, json!({"command": "ls", "background": true})),
+        Vec::<String>::new()
+    );
+    // On an open object there is nothing to refuse: the misuse is reported.
+    let open = ValueSchema::open_object().withhold("background", "why");
+    assert_eq!(
+        open.check().unwrap_err().to_string(),
+        "schema is outside the supported subset: (root): `withhold` applies only to closed object nodes"
+    );
+}
+
 /// A number with a fraction where an integer is due is refused in words that say what is
 /// wrong with it, with the number as sent (when it is short); other values keep the type
 /// mismatch wording.

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/npm.rs"]
-mod npm;
-mod support;
-#[path = "support/typescript.rs"]
+use crate::support;
+#[path = "../support/typescript.rs"]
 mod typescript;
 
 use dsh_tools::{

@@ -1,8 +1,11 @@
 //! Raw definitions with any JSON Schema (draft 2020-12 or draft-07): registered as declared,
 //! sent to the model unchanged, and enforced before the body runs by a validator compiled once.
+//! Schemas outside the subset need the default `jsonschema` feature; without it they are refused
+//! at registration (`a_schema_outside_the_subset_compiles_only_with_the_jsonschema_feature`).
+#![cfg(feature = "jsonschema")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use dsh_tools::json::JsonValue;
 use dsh_tools::{

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use dsh_tools::{FailureCode, ToolCall, ToolRegistry};
@@ -362,5 +362,42 @@ async fn every_built_in_description_names_what_users_say_in_english_and_chinese(
     assert_eq!(
         phrases,
         ["bash", "job_kill", "job_list", "job_output"].map(|name| (name.to_owned(), Vec::new()))
+    );
+}
+
+/// The registry validates `bash` like any tool, and the messages that say what to do are kept:
+/// a background switch where jobs are off, blank fields, a justification without `sandbox`.
+#[tokio::test]
+async fn bash_argument_errors_say_what_to_do() {
+    let r = registries();
+    let mut messages = Vec::new();
+    for (registry, args) in [
+        (
+            &r.without_jobs,
+            r#"{"command": "true", "description": "Do nothing", "run_in_background": true}"#,
+        ),
+        (&r.with_jobs, r#"{"command": " ", "description": "Blank"}"#),
+        (&r.with_jobs, r#"{"command": "true", "description": ""}"#),
+        (
+            &r.with_jobs,
+            r#"{"command": "true", "description": "Do nothing", "timeout_ms": 0}"#,
+        ),
+        (
+            &r.with_jobs,
+            r#"{"command": "true", "description": "Do nothing", "extra": 1}"#,
+        ),
+    ] {
+        let result = registry.execute(ToolCall::new("c1", "bash", args)).await;
+        messages.push(result.error.map(|e| e.message).unwrap_or_default());
+    }
+    assert_eq!(
+        messages,
+        [
+            "invalid arguments: /run_in_background: background jobs are not enabled here; remove `run_in_background` and run the command in the foreground",
+            "invalid arguments: /command: must not be empty",
+            "invalid arguments: /description: must not be empty (say in 5-10 words what the command does)",
+            "invalid arguments: /timeout_ms: must be a positive number of milliseconds",
+            "invalid arguments: /extra: unknown property (this object accepts only its declared properties)",
+        ]
     );
 }

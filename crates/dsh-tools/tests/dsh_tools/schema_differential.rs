@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-#[path = "support/schema_strategies.rs"]
+#[path = "../support/schema_strategies.rs"]
 mod strategies;
 
 #[test]

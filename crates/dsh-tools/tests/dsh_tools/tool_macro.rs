@@ -2,6 +2,8 @@
 //! the calls they run, compared with what a hand-written `Tool` gives. Its compile errors are
 //! in `tests/ui/` (run by `tool_macro_errors`).
 
+// The `#[tool]` macro is the default `macros` feature.
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use dsh_tools::prelude::*;
@@ -66,7 +68,7 @@ async fn divide(#[args] args: DivideArgs, exec: &ExecContext) -> Result<Quotient
 
 /// Says which call this is.
 #[tool(description = "Report the call id.")]
-pub async fn whoami(exec: ExecContext) -> std::io::Result<String> {
+pub(crate) async fn whoami(exec: ExecContext) -> std::io::Result<String> {
     if exec.call_id() == "refused" {
         return Err(std::io::Error::other("no id today"));
     }
@@ -85,7 +87,7 @@ mod renamed {
 }
 
 /// Answers 42.
-#[tool(crate = crate::renamed, name = "answer")]
+#[tool(crate = crate::tool_macro::renamed, name = "answer")]
 async fn answer_through_a_renamed_crate() -> u8 {
     42
 }

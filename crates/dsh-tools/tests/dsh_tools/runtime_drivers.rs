@@ -1,6 +1,8 @@
 //! A Tokio runtime without the drivers a tool needs gives a `TOOL_ERROR` naming the missing
 //! driver and the builder call that adds it, not a contained panic.
 
+// The `#[tool]` macro is the default `macros` feature.
+#![cfg(feature = "macros")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use dsh_tools::ToolFailure;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use dsh_tools::{
     ContentBlock, ExecContext, FailureCode, ToolCall, ToolDefinition, ToolError, ToolFailure,
