@@ -159,7 +159,8 @@ fn many_agents(runtime: &Runtime, size: AgentsSize) -> Result<Measurement> {
         baseline: "raw `bash -c true` at the executor's concurrency limit",
         baseline_value: baseline,
         higher_is_better: true,
-        target: Target::RatioAtLeast(0.75),
+        // Issue 33 set 0.6 for the fork-based launcher (`docs/design/launcher.md`).
+        target: Target::RatioAtLeast(0.6),
         extras: vec![
             Extra {
                 key: "rss_per_idle_agent_kib",

@@ -67,7 +67,9 @@ fn bash_spawn(runtime: &Runtime, size: MicroSize) -> Result<Measurement> {
         baseline: "raw tokio Command `bash -c true`",
         baseline_value: baseline,
         higher_is_better: false,
-        target: Target::RatioAtMost(1.15),
+        // Two `fork`s per command since issue 33 (`docs/design/launcher.md`); the clone-based
+        // launcher's 1.15 is withdrawn with it.
+        target: Target::RatioAtMost(1.5),
         extras: Vec::new(),
         samples: size.rounds.samples,
     })

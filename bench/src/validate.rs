@@ -32,7 +32,7 @@ pub(crate) const BENCHMARK: Benchmark = Benchmark {
 /// validator given the arguments already parsed into the value it walks (ours the exact
 /// `JsonValue` the pipeline parses from the argument text, the oracle a `serde_json::Value`).
 fn validate_args(size: MicroSize) -> Result<Measurement> {
-    let schema = tool_bash::tool::bash_parameters(true);
+    let schema = tool_bash::tool::bash_parameters(true)?;
     let oracle = jsonschema::draft202012::new(&serde_json::to_value(schema.to_json())?)
         .map_err(|e| anyhow!("jsonschema rejects the bash schema: {e}"))?;
     let arguments = typical_bash_arguments();

@@ -34,7 +34,8 @@ pub(crate) struct Launch {
 /// mount namespace of its own ([`MountPlan`]), then its working directory, then every
 /// capability dropped, `no_new_privs`, the seccomp filter and the Landlock ruleset. Each step
 /// is inherited by everything the shell starts and cannot be lifted; a failed step fails the
-/// start, so the command never runs with less.
+/// start, so the command never runs with less. Everything here is built in the harness, where
+/// allocating is fine: the shell-to-be only reads it (see `crate::supervisor::after_fork`).
 #[derive(Debug, Default)]
 pub(crate) struct Restrictions {
     /// The mount namespace, when the sandbox makes one.
@@ -43,19 +44,35 @@ pub(crate) struct Restrictions {
     pub(crate) drop_capabilities: bool,
     /// A classic BPF program for `seccomp(SECCOMP_SET_MODE_FILTER)`; empty: no filter.
     pub(crate) seccomp: Vec<BpfInstruction>,
-    /// A Landlock ruleset to enforce.
-    pub(crate) landlock: Option<OwnedFd>,
+    /// A Landlock ruleset to enforce (created, with its rules, in the harness; the shell-to-be
+    /// only restricts itself with it).
+    pub(crate) landlock: Option<LandlockRuleset>,
 }
 
-/// One instruction of a classic BPF program, laid out as the kernel's `struct sock_filter`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
+/// One instruction of a classic BPF program: seccompiler's `struct sock_filter`, which its
+/// `apply_filter` installs.
+#[cfg(all(feature = "sandbox", target_os = "linux"))]
+pub(crate) use seccompiler::sock_filter as BpfInstruction;
+
+/// One instruction of a classic BPF program. Without the sandbox no program is ever built, and
+/// a shell-to-be given one anyway fails its start.
+#[cfg(not(all(feature = "sandbox", target_os = "linux")))]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct BpfInstruction {
     pub(crate) code: u16,
     pub(crate) jt: u8,
     pub(crate) jf: u8,
     pub(crate) k: u32,
 }
+
+/// A Landlock ruleset, created with its rules: the `landlock` crate's.
+#[cfg(all(feature = "sandbox", target_os = "linux"))]
+pub(crate) type LandlockRuleset = landlock::RulesetCreated;
+
+/// Without the sandbox there is no Landlock ruleset to hold.
+#[cfg(not(all(feature = "sandbox", target_os = "linux")))]
+#[derive(Debug)]
+pub(crate) enum LandlockRuleset {}
 
 /// A mount namespace in which the whole tree is read-only but for the writable binds: the
 /// shell-to-be enters the executor's user namespace when there is one (made once, see

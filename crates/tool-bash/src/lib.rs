@@ -62,8 +62,20 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `libc`, `tempfile`, `fastrand`, tokio's process support) |
+//! | `local` | yes | on Unix, the local executor ([`LocalExecutor`]) and its dependencies (`nix`, `rustix`, `libc`, `tempfile`, `fastrand`, tokio's process support) |
 //! | `sandbox` | yes | on Linux (x86-64, AArch64), the sandboxed executor ([`sandbox::SandboxedExecutor`]): Landlock (`landlock`), or bubblewrap where installed, with a seccomp filter (`seccompiler`) and a read-only mount namespace; implies `local` |
+//!
+//! # Unsafe code
+//!
+//! Unsafe budget: 13 — the Linux launcher's fork/exec step, where no safe wrapper exists
+//!
+//! They are: two `fork`s, the reset of signal handlers (`sigaction`), `close_range`,
+//! `mount_setattr`, `execve`, `_exit`, four `pre_exec` hooks of spawned programs, the Landlock
+//! ABI probe, and the runtime's registration of a pipe or pidfd. Every block is in
+//! `supervisor.rs` and `supervisor/` (Linux only) and carries a `SAFETY:` comment;
+//! the code that runs after a `fork` keeps one written rule (async-signal-safe calls on data
+//! prepared before the fork, no allocation, lock or panic), stated once in its module.
+//! `docs/design/launcher.md` says why the launcher is built this way.
 //!
 //! # Platforms
 //!
@@ -102,6 +114,9 @@ pub mod output;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod sandbox;
+#[cfg(all(feature = "local", unix))]
+mod sandbox_choice;
+mod sandbox_mode;
 pub mod shell;
 #[cfg(all(
     feature = "local",
@@ -134,9 +149,12 @@ pub use local::{
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-pub use sandbox::{
-    SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxReport, SandboxedExecutor,
+pub use sandbox::{SandboxBackend, SandboxError, SandboxPolicy, SandboxReport, SandboxedExecutor};
+#[cfg(all(feature = "local", unix))]
+pub use sandbox_choice::{
+    ChosenShell, SandboxApplied, SandboxChoice, SandboxChoiceError, SandboxFallback,
 };
+pub use sandbox_mode::{SandboxMode, UnknownSandboxMode};
 pub use shell::{ShellExecutor, ShellProcess, ShellRequest, ShellRunResult, ShellSpec};
 pub use tool::{
     BashConfig, BashPlugin, JobToolsConfig, JobToolsPlugin, render_bash, render_bash_output,

@@ -304,6 +304,13 @@ pub trait ShellExecutor: Send + Sync + fmt::Debug {
     /// Starts a command in the background.
     fn start(&self, spec: ShellSpec) -> std::sync::Arc<dyn ShellProcess>;
 
+    /// The defaults and caps [`resolve`](ShellExecutor::resolve) applies; the `bash` tool
+    /// states them in what the model reads. [`ShellLimits::default`] unless overridden, so an
+    /// executor with other limits must say so here.
+    fn limits(&self) -> ShellLimits {
+        ShellLimits::default()
+    }
+
     /// The Tokio runtime drivers `run` and `start` need. The `bash` tool checks them before
     /// it resolves a request, so a runtime built without them fails the call with an error
     /// that names them ([`dsh_tools::runtime::require`]) instead of a panic. None by default.

@@ -493,12 +493,15 @@ impl ShellExecutor for LocalExecutor {
             Ok(_) => return Err(ShellError::WorkdirNotDirectory(workdir)),
             Err(_) => return Err(ShellError::WorkdirMissing(workdir)),
         }
-        let limits = ShellLimits {
+        Ok(ShellSpec::from_request(request, workdir, &self.limits()))
+    }
+
+    fn limits(&self) -> ShellLimits {
+        ShellLimits {
             default_timeout: self.config.default_timeout,
             max_timeout: self.config.max_timeout,
             visible_bytes: self.config.visible_bytes,
-        };
-        Ok(ShellSpec::from_request(request, workdir, &limits))
+        }
     }
 
     fn run(&self, spec: ShellSpec) -> BoxFuture<'static, Result<ShellRunResult, ShellError>> {

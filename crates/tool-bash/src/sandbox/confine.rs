@@ -4,7 +4,7 @@
 
 use super::report::{Mechanism, MountNamespace, Right, RightReport};
 use super::{SandboxBackend, SandboxError};
-use crate::launch::{BpfInstruction, MOUNT_BINDS_MAX, MountBind, MountPlan};
+use crate::launch::{BpfInstruction, LandlockRuleset, MOUNT_BINDS_MAX, MountBind, MountPlan};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
@@ -49,7 +49,7 @@ pub(super) fn landlock_ruleset(
     abi: u32,
     writable: &[PathBuf],
     deny_network: bool,
-) -> Result<std::os::fd::OwnedFd, SandboxError> {
+) -> Result<LandlockRuleset, SandboxError> {
     let fs_abi = match abi {
         1 => ABI::V1,
         2 => ABI::V2,
@@ -91,11 +91,11 @@ pub(super) fn landlock_ruleset(
             .add_rule(PathBeneath::new(fd, file_rights))
             .map_err(setup_error)?;
     }
-    let ruleset = Option::<std::os::fd::OwnedFd>::from(created)
-        .ok_or_else(|| setup_error("the kernel returned no ruleset"))?;
     // The shell-to-be installs its standard streams on 0–2 before it enforces the ruleset: a
     // harness started with a standard stream closed may have been given one of those numbers.
-    crate::supervisor::above_stdio(ruleset).map_err(setup_error)
+    // The crate does not show the ruleset's descriptor, so it is always copied once: its
+    // `try_clone` duplicates onto 3 or above, and the original is closed.
+    created.try_clone().map_err(setup_error)
 }
 
 fn seccomp_error(what: impl fmt::Display) -> SandboxError {
@@ -244,12 +244,7 @@ pub(super) fn seccomp_program(
     .map_err(seccomp_error)?;
     let program: seccompiler::BpfProgram = filter.try_into().map_err(seccomp_error)?;
     let mut instructions = x32_guard();
-    instructions.extend(program.into_iter().map(|instruction| BpfInstruction {
-        code: instruction.code,
-        jt: instruction.jt,
-        jf: instruction.jf,
-        k: instruction.k,
-    }));
+    instructions.extend(program);
     Ok(instructions)
 }
 

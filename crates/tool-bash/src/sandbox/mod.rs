@@ -49,6 +49,8 @@ mod confine;
 mod report;
 mod secrets;
 
+/// The mode, compiled on every platform; re-exported here, where it was first.
+pub use crate::sandbox_mode::{SandboxMode, UnknownSandboxMode};
 pub use report::{
     Capability, Mechanism, MountNamespace, Right, RightReport, SandboxError, SandboxProbe,
     SandboxReport, SystemProbe,
@@ -72,36 +74,6 @@ use std::sync::Arc;
 /// A program that is not a shell command, to start under a sandboxed executor's confinement
 /// ([`SandboxedExecutor::spawn_program`], [`SandboxedExecutor::command`]).
 pub use crate::local::ConfinedProgram;
-
-/// What a sandboxed command may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum SandboxMode {
-    /// Read everything; write only the private temporary directory.
-    ReadOnly,
-    /// Also write the workspace roots and the extra roots.
-    WorkspaceWrite,
-    /// No confinement.
-    FullAccess,
-}
-
-impl SandboxMode {
-    /// The mode's name: `read-only`, `workspace-write` or `full-access`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::FullAccess => "full-access",
-        }
-    }
-}
-
-impl fmt::Display for SandboxMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Which mechanism confines the commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -632,6 +604,10 @@ fn private_temp_dir(spill_dir: Option<&Path>) -> Result<tempfile::TempDir, Sandb
 }
 
 impl ShellExecutor for SandboxedExecutor {
+    fn limits(&self) -> crate::shell::ShellLimits {
+        self.confined.limits()
+    }
+
     fn required_drivers(&self) -> &[dsh_tools::runtime::RuntimeDriver] {
         self.confined.required_drivers()
     }

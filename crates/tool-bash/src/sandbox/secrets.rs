@@ -12,8 +12,10 @@ use std::os::unix::fs::FileExt;
 ///
 /// - The process becomes non-dumpable: no process of another user, nor one of the same user
 ///   without `CAP_SYS_PTRACE`, may read its memory, its `/proc/PID/environ` or
-///   `/proc/PID/mem`, or attach to it; nor may one of its supervisors', which share its
-///   memory. It leaves no core dump either.
+///   `/proc/PID/mem`, or attach to it; nor may one of its supervisors', each a copy of its
+///   memory (secrets included) for as long as it lives, which inherits the flag: that flag is
+///   what guards the copy, so a host that skips this call leaves the copies readable to its
+///   own user when the sandbox is off. It leaves no core dump either.
 /// - Every variable of its environment that the environment policy withholds from commands
 ///   as a credential ([`is_credential`](crate::env::is_credential)), but the host's own
 ///   `DSH_*` configuration and the proxies (`*_PROXY`), is returned, and its value
