@@ -35,18 +35,24 @@
 //! - `agent`: [`Agent`] and its turn loop, with `agent/builder` ([`AgentBuilder`]),
 //!   `agent/state` (history, inbox, running turn, event emitter, cached schemas),
 //!   `agent/assembly` (the pure assembler of a streamed response, and unique call ids),
-//!   `agent/scheduling` (how one message's tool calls run) and `agent/directory`
-//!   ([`AgentDirectory`]);
+//!   `agent/scheduling` (how one message's tool calls run), `agent/cancelling` (a turn
+//!   cancelled when a token fires), `agent/directory`
+//!   ([`AgentDirectory`]) and `agent/settling` (the wait for jobs at a session's end,
+//!   [`Agent::settle_jobs`]);
+//! - `ending`: [`SessionEnding`], how a session ended as its events tell;
 //! - `event`: [`SessionEvent`] and [`EventRecord`], the wire format of subscribers and logs;
 //! - `log`: the JSONL session log, written ([`SessionLogWriter`], with `log/bound` keeping every
 //!   line within [`MAX_LINE_BYTES`]) and read a line at a time ([`SessionLog`]);
 //! - `model`: the model seam ([`ModelAdapter`], [`ModelRequest`], [`ModelEvent`]) and the
 //!   shared [`History`];
+//! - `prompt`: [`default_system_prompt`], the system prompt a host starts from;
 //! - `replay`: logs back into cards ([`replay_cards`], [`CardTracker`]);
 //! - `store` (Unix): [`SessionStore`] and [`FsSessionStore`], with `store/lock` (one writer per
 //!   session) and `store/disk` (files opened beneath directory handles without following links,
 //!   the checks of kind, owner and mode, the torn-tail bound, sizes), `store/error`
-//!   ([`StoreError`]) and `store/info` (what `list` reports of each session).
+//!   ([`StoreError`]), `store/info` (what `list` reports of each session) and `store/location`
+//!   (the default root, the prune at start) and `store/opening` (a run's session, new or
+//!   continued).
 //!
 //! # Example
 //!
@@ -73,6 +79,8 @@
 //! # Ok::<(), agent_loop::AgentError>(())
 //! # }).unwrap();
 //! ```
+//!
+//! Unsafe budget: 0 — none.
 
 #![deny(missing_docs)]
 
@@ -82,9 +90,11 @@
 pub struct ReadmeDoctests;
 
 mod agent;
+mod ending;
 mod event;
 mod log;
 mod model;
+mod prompt;
 mod replay;
 // The file-system store uses Unix permissions and `flock`.
 #[cfg(unix)]
@@ -92,8 +102,10 @@ mod store;
 
 pub use agent::{
     Agent, AgentBuilder, AgentDirectory, AgentError, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_MAX_STEPS,
-    DEFAULT_NOTICE_GATHER, LOG_WRITE_FAILED, LOST_JOB_DETAIL, TurnOutcome,
+    DEFAULT_NOTICE_GATHER, JobWait, JobsSettled, LOG_WRITE_FAILED, LOST_JOB_DETAIL, TurnOutcome,
+    WaitCut,
 };
+pub use ending::SessionEnding;
 pub use event::{EventRecord, SessionEndReason, SessionEvent, TurnEndReason};
 pub use log::{
     LOG_LINE_TOO_LONG, LogEntry, LogLines, LogReadError, LogWriteError, MAX_LINE_BYTES,
@@ -103,9 +115,11 @@ pub use model::{
     AssistantToolCall, FinishReason, History, Message, ModelAdapter, ModelError, ModelEvent,
     ModelRequest, ModelStream, Usage,
 };
+pub use prompt::default_system_prompt;
 pub use replay::{CallCards, CardTracker, ReplayedSession, replay_cards, replay_sessions};
 #[cfg(unix)]
 pub use store::{
-    EVENTS_FILE, FsSessionStore, PrunePolicy, PruneReport, Refusal, ResumedSession, SPILL_DIR,
-    SessionInfo, SessionLease, SessionState, SessionStore, StoreError, TornTail,
+    EVENTS_FILE, FsSessionStore, OpenedSession, PRUNE_AT_START_MAX, PrunePolicy, PruneReport,
+    Refusal, ResumedSession, SPILL_DIR, SessionInfo, SessionLease, SessionStart, SessionState,
+    SessionStore, StoreError, TornTail,
 };

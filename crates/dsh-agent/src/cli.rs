@@ -2,8 +2,10 @@
 //! `--opt=value` and `--opt value`, `--` before a prompt that starts with `-`, did-you-mean
 //! suggestions, and exit status 2 for a usage error.
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgAction, Args, Parser, Subcommand};
 use std::time::Duration;
+use tool_bash::SandboxMode;
 
 /// The exit statuses, shown at the end of `--help` (the README lists the same).
 const EXIT_STATUS: &str = "\
@@ -23,20 +25,23 @@ Exit status:
 Logging: diagnostics go to stderr, filtered by RUST_LOG (for example `RUST_LOG=debug` or
 `RUST_LOG=dsh_tools=debug`; default: warnings); -v/-q override it.";
 
+/// The heading of the options every subcommand takes, apart from its own.
+const GLOBAL: &str = "Global options";
+
 /// The runnable agent of dsh-rs: the bash and job tools driven by a model (DeepSeek, OpenAI or
 /// any OpenAI-compatible server) or by a script.
 #[derive(Debug, PartialEq, Eq, Parser)]
 #[command(name = "dsh-agent", version, after_help = EXIT_STATUS)]
 pub(crate) struct Cli {
     /// Log more to stderr: -v info, -vv debug, -vvv trace.
-    #[arg(short, long, action = ArgAction::Count, global = true)]
+    #[arg(short, long, action = ArgAction::Count, global = true, help_heading = GLOBAL)]
     pub(crate) verbose: u8,
     /// Log less to stderr: -q errors only, -qq nothing (each -q cancels a -v).
-    #[arg(short, long, action = ArgAction::Count, global = true)]
+    #[arg(short, long, action = ArgAction::Count, global = true, help_heading = GLOBAL)]
     pub(crate) quiet: u8,
     /// Where sessions are kept. Default: $XDG_STATE_HOME/dsh/sessions, or
     /// ~/.local/state/dsh/sessions.
-    #[arg(long, value_name = "DIR", env = "DSH_SESSION_DIR", global = true)]
+    #[arg(long, value_name = "DIR", env = "DSH_SESSION_DIR", global = true, help_heading = GLOBAL)]
     pub(crate) session_dir: Option<String>,
     /// How long a session is kept after its last activity (`14d`, `12h`): `run`, `chat` and
     /// `resume` remove a few older ones at start, and `sessions prune` all of them. `0` turns
@@ -47,7 +52,8 @@ pub(crate) struct Cli {
         env = "DSH_SESSION_RETENTION",
         default_value = "14days",
         value_parser = parse_duration,
-        global = true
+        global = true,
+        help_heading = GLOBAL
     )]
     pub(crate) retention: Duration,
     /// What to do; without one, this help is printed.
@@ -67,7 +73,8 @@ pub(crate) enum Command {
     /// Ctrl-D ends the session. Each `bash` call is asked about first unless --no-ask.
     Chat(ChatOptions),
     /// Continue a session of the store (see `sessions list`): its history, a prompt if given
-    /// (else the notices waiting for the model), and the options of run. --fork continues a
+    /// (else the notices waiting for the model), and the options of run (without a model or
+    /// a script, a prompt is needed). --fork continues a
     /// new session seeded with its history instead.
     Resume(ResumeOptions),
     /// List or prune the sessions of the store.
@@ -76,21 +83,29 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: SessionsCommand,
     },
-    /// Print the cards of a session log (--json: one card JSON per line).
+    /// Show a session log again as `run` showed it: the prompts, text, thinking, cards,
+    /// notices and turn ends (--cards: the cards only; --json: one card JSON per line).
     Replay {
         /// The session log (JSONL), as written by `run --log`.
         log: String,
-        /// Print one card JSON per line instead of terminal text.
+        /// Print only the cards, each call with its result, under a heading per session.
         #[arg(long)]
+        cards: bool,
+        /// Print one card JSON per line instead of terminal text.
+        #[arg(long, conflicts_with = "cards")]
         json: bool,
     },
-    /// Print the model-facing tool schemas.
+    /// Print the model-facing tool schemas: those `run` and `chat` offer, `run_code` included.
     Schemas {
         /// Print the strict projection (every property required, for strict function calling).
         #[arg(long)]
         strict: bool,
+        /// Leave out Code Mode's `run_code`, as `run --no-code-mode` does.
+        #[arg(long)]
+        no_code_mode: bool,
     },
-    /// Print the Code Mode TypeScript declarations of the tools.
+    /// Print the Code Mode TypeScript declarations: the tools a `run_code` program calls, as
+    /// `run_code`'s description carries them.
     Sdk,
     /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
     /// cancellation), in the current directory, until the client disconnects.
@@ -107,8 +122,8 @@ pub(crate) struct McpServeOptions {
     /// Confine the bash tool's commands: `read-only`, `workspace-write` (the current
     /// directory) or `off` (see `run --help`). Default: `workspace-write`, enforced as far as
     /// this system can, with a warning on stderr naming the rest.
-    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
-    pub(crate) sandbox: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
+    pub(crate) sandbox: Option<SandboxMode>,
 }
 
 /// The options of `acp`: the model and the tools' confinement; the editor gives the working
@@ -137,8 +152,8 @@ pub(crate) struct AcpOptions {
     pub(crate) system: Option<String>,
     /// Confine the bash tool's commands: `read-only`, `workspace-write` or `off` (see
     /// `run --help`).
-    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
-    pub(crate) sandbox: Option<String>,
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
+    pub(crate) sandbox: Option<SandboxMode>,
     /// Run without background jobs.
     #[arg(long)]
     pub(crate) no_background: bool,
@@ -170,7 +185,10 @@ pub(crate) enum SessionsCommand {
 
 /// The options of `resume`.
 #[derive(Debug, PartialEq, Eq, Args)]
-#[command(after_help = EXIT_STATUS)]
+#[command(after_help = EXIT_STATUS, mut_arg("prompt", |arg| arg.help(
+    "The next turn's prompt (words are joined by spaces). Default: none; the notices waiting \
+     for the model get their turn. Put `--` before a prompt that starts with `-`"
+)))]
 pub(crate) struct ResumeOptions {
     /// The session to continue.
     #[arg(value_name = "ID")]
@@ -193,7 +211,7 @@ pub(crate) struct RunOptions {
     /// The model to talk to, as PROVIDER:MODEL: `deepseek:deepseek-chat`,
     /// `deepseek:deepseek-reasoner` (key in DEEPSEEK_API_KEY), `openai:gpt-4o-mini` (key in
     /// OPENAI_API_KEY) or `compatible:NAME` with --base-url. Default: the DSH_MODEL environment
-    /// variable; without either, a script plays.
+    /// variable; without either, a script plays (the embedded demo, which says so).
     #[arg(long, value_name = "PROVIDER:MODEL", conflicts_with = "script")]
     pub(crate) model: Option<String>,
     /// The model endpoint's base URL (required for `compatible`; replaces a preset's).
@@ -242,11 +260,11 @@ pub(crate) struct RunOptions {
     /// as far as this system can with a warning naming the rest (or `off` where it can
     /// enforce nothing); a mode given explicitly that cannot be wholly enforced is status 2.
     /// What is enforced, right by right, is recorded in `session/start`.
-    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "off"])]
-    pub(crate) sandbox: Option<String>,
-    /// How long to wait, once the session has ended, for background jobs still running
-    /// (`90s`, `5m`, `1h 30m`; `0` stops them at once). Jobs stopped this way make the exit
-    /// status 4.
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
+    pub(crate) sandbox: Option<SandboxMode>,
+    /// How long to wait, once the last turn has ended, for background jobs still running,
+    /// whose notices open turns meanwhile (`90s`, `5m`, `1h 30m`; `0` stops them at once). Jobs
+    /// stopped this way make the exit status 4.
     #[arg(
         long,
         value_name = "DURATION",
@@ -262,7 +280,10 @@ pub(crate) struct RunOptions {
 
 /// The options of `chat`: those of `run` (a prompt given is the first turn), and --no-ask.
 #[derive(Debug, PartialEq, Eq, Args)]
-#[command(after_help = EXIT_STATUS)]
+#[command(after_help = EXIT_STATUS, mut_arg("prompt", |arg| arg.help(
+    "The first turn's prompt (words are joined by spaces). Default: none; the first line you \
+     type is the first turn. Put `--` before a prompt that starts with `-`"
+)))]
 pub(crate) struct ChatOptions {
     /// The session's options.
     #[command(flatten)]
@@ -270,6 +291,13 @@ pub(crate) struct ChatOptions {
     /// Run `bash` calls without asking first.
     #[arg(long, conflicts_with = "ask")]
     pub(crate) no_ask: bool,
+}
+
+/// `--sandbox`: one of the three names, read into the executor's own type; clap's message
+/// for anything else lists them.
+fn sandbox_mode() -> impl TypedValueParser<Value = SandboxMode> {
+    PossibleValuesParser::new(["read-only", "workspace-write", "off"])
+        .try_map(|name| name.parse::<SandboxMode>())
 }
 
 /// A duration in humantime syntax (`250ms`, `90s`, `5m`), or a bare `0`.
@@ -355,7 +383,7 @@ mod tests {
         assert_eq!(
             command("mcp --sandbox off"),
             Some(Command::Mcp(McpServeOptions {
-                sandbox: Some("off".into())
+                sandbox: Some(SandboxMode::FullAccess)
             }))
         );
         assert_eq!(
@@ -367,7 +395,7 @@ mod tests {
                 api_key_env: None,
                 no_stream: false,
                 system: None,
-                sandbox: Some("off".into()),
+                sandbox: Some(SandboxMode::FullAccess),
                 no_background: false,
                 no_code_mode: false,
                 no_ask: true,
@@ -413,12 +441,16 @@ mod tests {
         );
         assert_eq!(
             command("schemas --strict"),
-            Some(Command::Schemas { strict: true })
+            Some(Command::Schemas {
+                strict: true,
+                no_code_mode: false
+            })
         );
         assert_eq!(
             command("replay s.jsonl --json"),
             Some(Command::Replay {
                 log: "s.jsonl".into(),
+                cards: false,
                 json: true
             })
         );

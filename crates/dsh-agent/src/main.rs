@@ -8,8 +8,8 @@
 //! dsh-agent [-v|-q] chat [--no-ask] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] resume ID [--fork] [the options of run] [--] [PROMPT…]
 //! dsh-agent [-v|-q] sessions list [--json] | sessions prune [--older-than DURATION]
-//! dsh-agent [-v|-q] replay LOG [--json]
-//! dsh-agent [-v|-q] schemas [--strict]
+//! dsh-agent [-v|-q] replay LOG [--cards|--json]
+//! dsh-agent [-v|-q] schemas [--strict] [--no-code-mode]
 //! dsh-agent [-v|-q] sdk
 //! dsh-agent [-v|-q] mcp
 //! dsh-agent [-v|-q] acp [--model PROVIDER:MODEL … | --script FILE] [--sandbox MODE] [--no-ask]
@@ -18,7 +18,8 @@
 //! `run` wires the real crates (registry, jobs runtime, the `bash` tool, the job tools,
 //! presenters) to a model: `--model PROVIDER:MODEL` (or `DSH_MODEL`) talks to DeepSeek, OpenAI
 //! or any OpenAI-compatible server through `openai-adapter`; `--script` plays a scripted model;
-//! with neither it plays an embedded demo that needs no network and no key. `chat` runs a turn
+//! with neither it plays an embedded demo that needs no network and no key (and says so
+//! when it plays in place of an answer to what the user typed). `chat` runs a turn
 //! per line typed, streaming the model's text, until the end of input. Sessions live in a
 //! store (`--session-dir`, `DSH_SESSION_DIR`, else the XDG state directory; see `sessions`):
 //! `resume` continues one, `sessions list` and `sessions prune` manage them. `--help` on any
@@ -30,6 +31,8 @@
 //! left running), `sessions` (the session store and `sessions`), `replay`, `mcp` (MCP servers
 //! and `dsh-agent mcp`), `acp` (`dsh-agent acp`, the agent of an editor), `approval` (asking the user), `render` and `output` (what reaches the
 //! terminal), and `logging` (diagnostics on stderr).
+//!
+//! Unsafe budget: 0 — none.
 
 mod acp;
 mod approval;
@@ -189,14 +192,18 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
         }
         Command::Resume(ResumeOptions { id, fork, run }) => {
             let start = if fork {
-                sessions::Start::Fork(id)
+                agent_loop::SessionStart::Fork(id)
             } else {
-                sessions::Start::Resume(id)
+                agent_loop::SessionStart::Resume(id)
             };
             block_on(Box::pin(run::run(run, Mode::Once, store, start)))
         }
-        Command::Schemas { strict } => {
-            let (registry, _) = registry(true);
+        Command::Schemas {
+            strict,
+            no_code_mode,
+        } => {
+            let (registry, _jobs) = registry(true);
+            let _code_mode = tools::code_mode(&registry, !no_code_mode)?;
             let schemas: Vec<ToolSchema> = if strict {
                 registry
                     .visible(None)
@@ -221,12 +228,13 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             let (registry, _) = registry(true);
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
-        Command::Replay { log, json } => replay::replay(&log, json),
+        Command::Replay { log, cards, json } => {
+            replay::replay(&log, replay::Shown::of(cards, json))
+        }
         Command::Mcp(options) => {
             let cwd = std::env::current_dir()
                 .map_err(|e| Failure::new(2, format!("no working directory: {e}")))?;
-            let (executor, _, _) =
-                tools::shell_executor(options.sandbox.as_deref(), &cwd, None, None)?;
+            let (executor, _, _) = tools::shell_executor(options.sandbox, &cwd, None, None)?;
             let (registry, jobs) = tools::registry_with(true, executor);
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)
@@ -240,7 +248,7 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             options,
             Mode::Once,
             store,
-            sessions::Start::New,
+            agent_loop::SessionStart::New,
         ))),
         Command::Chat(ChatOptions { mut run, no_ask }) => {
             run.ask = !no_ask;
@@ -248,7 +256,7 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
                 run,
                 Mode::Chat,
                 store,
-                sessions::Start::New,
+                agent_loop::SessionStart::New,
             )))
         }
     }

@@ -47,13 +47,27 @@ impl Model {
     }
 }
 
-/// `--model`, else `DSH_MODEL` unless a script was asked for; a model's endpoint options
-/// without a model are a mistake worth saying.
-pub(crate) fn select_model(options: &RunOptions) -> Result<Model, Failure> {
+/// How to set a model, for the lines that say none is configured.
+pub(crate) const SET_A_MODEL: &str =
+    "set one with --model PROVIDER:MODEL or DSH_MODEL=PROVIDER:MODEL";
+
+/// `--model`, else `DSH_MODEL` unless a script was asked for.
+fn model_spec(options: &RunOptions) -> Option<String> {
     let from_env = std::env::var(MODEL_VARIABLE)
         .ok()
         .filter(|spec| !spec.trim().is_empty() && options.script.is_none());
-    let Some(spec) = options.model.clone().or(from_env) else {
+    options.model.clone().or(from_env)
+}
+
+/// Whether the embedded demo plays: no model and no script.
+pub(crate) fn plays_demo(options: &RunOptions) -> bool {
+    options.script.is_none() && model_spec(options).is_none()
+}
+
+/// `--model`, else `DSH_MODEL` unless a script was asked for; a model's endpoint options
+/// without a model are a mistake worth saying.
+pub(crate) fn select_model(options: &RunOptions) -> Result<Model, Failure> {
+    let Some(spec) = model_spec(options) else {
         for (given, flag) in [
             (options.base_url.is_some(), "--base-url"),
             (options.api_key_env.is_some(), "--api-key-env"),
@@ -92,27 +106,11 @@ pub(crate) fn system_prompt(
         return std::fs::read_to_string(path)
             .map_err(|e| Failure::new(2, format!("cannot read the system prompt {path}: {e}")));
     }
-    let tools = registry
-        .schemas(None)
-        .into_iter()
-        .map(|tool| tool.name)
-        .collect::<Vec<_>>()
-        .join(", ");
-    Ok(default_system_prompt(&tools, cwd))
-}
-
-pub(crate) fn default_system_prompt(tools: &str, cwd: &Path) -> String {
-    format!(
-        "You are dsh-agent, an agent that works on the user's machine through tools.\n\
-         Tools: {tools}. Run shell commands with bash; long-running commands can run in the \
-         background, and the job tools list, read and stop them.\n\
-         Working directory: {cwd}\n\
-         Operating system: {os} ({arch})\n\
-         Prefer reading before changing; say plainly what you did and what you found.",
-        cwd = cwd.display(),
-        os = std::env::consts::OS,
-        arch = std::env::consts::ARCH,
-    )
+    Ok(agent_loop::default_system_prompt(
+        "dsh-agent",
+        registry,
+        cwd,
+    ))
 }
 
 /// A model adapter that also writes text and reasoning to stdout as they stream, for `chat`,
@@ -156,36 +154,5 @@ impl ModelAdapter for Echo {
             let _ = output::text(&presenters::escape_controls(delta));
             item
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tools::registry;
-
-    #[test]
-    fn the_default_system_prompt_names_the_tools_the_directory_and_the_system() {
-        let (registry, _) = registry(true);
-        let tools = registry
-            .schemas(None)
-            .into_iter()
-            .map(|tool| tool.name)
-            .collect::<Vec<_>>();
-        assert_eq!(tools, ["bash", "job_kill", "job_list", "job_output"]);
-        assert_eq!(
-            default_system_prompt(&tools.join(", "), Path::new("/work/project")),
-            format!(
-                "You are dsh-agent, an agent that works on the user's machine through tools.\n\
-                 Tools: bash, job_kill, job_list, job_output. Run shell commands with \
-                 bash; long-running commands can run in the background, and the job tools list, \
-                 read and stop them.\n\
-                 Working directory: /work/project\n\
-                 Operating system: {} ({})\n\
-                 Prefer reading before changing; say plainly what you did and what you found.",
-                std::env::consts::OS,
-                std::env::consts::ARCH
-            )
-        );
     }
 }

@@ -9,7 +9,7 @@
 use agent_loop::{CallCards, SessionEvent};
 use anstream::{AutoStream, ColorChoice};
 use anstyle::{AnsiColor, Effects};
-use dsh_tools::ContextSource;
+use dsh_tools::{ContextSource, ToolCallView, ToolResultView};
 use presenters::escape_controls;
 
 /// Whether to colour output.
@@ -109,7 +109,7 @@ pub(crate) fn event(event: &SessionEvent, cards: &[CallCards], style: Style) -> 
             call_id, is_error, ..
         } => {
             let card = cards.iter().rev().find(|c| &c.call_id == call_id)?;
-            let text = indent(&presenters::render_result_text(card.result.as_ref()?));
+            let text = indent(&result_text(card)?);
             if *is_error { style.red(&text) } else { text }
         }
         SessionEvent::ContextInject { source, content } => {
@@ -158,12 +158,28 @@ pub(crate) fn agent_label(style: Style) -> String {
     style.bold("agent ›")
 }
 
-/// The cards of one call, for `replay`.
+/// The cards of one call, for `replay --cards`.
 pub(crate) fn cards(cards: &CallCards, style: Style) -> String {
     let mut out = style.bold(&format!("▶ {}", presenters::render_call_text(&cards.call)));
-    if let Some(result) = &cards.result {
+    if let Some(result) = result_text(cards) {
         out.push('\n');
-        out.push_str(&indent(&presenters::render_result_text(result)));
+        out.push_str(&indent(&result));
     }
     out
+}
+
+/// A call's result card as text, under its call card: a command's console block leaves out
+/// the `$ command` line the call card has just shown (unless the result retitled it), and an
+/// empty block (a silent command that exited 0) is no line at all.
+fn result_text(cards: &CallCards) -> Option<String> {
+    let result = cards.result.as_ref()?;
+    if let (ToolCallView::Terminal(call), ToolResultView::Terminal(done)) = (&cards.call, result)
+        && done.title.as_ref().is_none_or(|title| *title == call.title)
+    {
+        let mut block = done.clone();
+        block.title = None;
+        let text = presenters::text::console_block(&block);
+        return (!text.is_empty()).then_some(text);
+    }
+    Some(presenters::render_result_text(result))
 }

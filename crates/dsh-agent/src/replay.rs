@@ -1,4 +1,5 @@
-//! `replay`: a session log shown again as its cards (or its events as JSONL with `--json`).
+//! `replay`: a session log shown again as `run` showed it, event by event through the same
+//! renderer; with `--cards` only its cards, and with `--json` its cards as JSON lines.
 
 use crate::render::Style;
 use crate::tools::registry;
@@ -7,7 +8,28 @@ use agent_loop::{CardTracker, LogEntry, SessionEvent, SessionLog};
 use anyhow::Context;
 use dsh_tools::ToolRegistry;
 
-pub(crate) fn replay(path: &str, json: bool) -> Result<(), Failure> {
+/// What `replay` shows of a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// Every event `run` shows, as it showed it.
+    Events,
+    /// The cards, each call with its result, under a heading per session.
+    Cards,
+    /// The cards as JSON, one per line.
+    Json,
+}
+
+impl Shown {
+    pub(crate) fn of(cards: bool, json: bool) -> Shown {
+        match (cards, json) {
+            (_, true) => Shown::Json,
+            (true, false) => Shown::Cards,
+            (false, false) => Shown::Events,
+        }
+    }
+}
+
+pub(crate) fn replay(path: &str, shown: Shown) -> Result<(), Failure> {
     let unreadable =
         |e: &dyn std::fmt::Display| Failure::new(2, format!("cannot read the log {path}: {e}"));
     let lines = SessionLog::lines(path).map_err(|e| unreadable(&e))?;
@@ -40,17 +62,20 @@ pub(crate) fn replay(path: &str, json: bool) -> Result<(), Failure> {
         events += 1;
         if let SessionEvent::SessionStart { session_id, .. } = &record.event {
             if let Some(done) = session.take() {
-                done.print(json, style)?;
+                done.print(shown, style)?;
             }
             session = Some(ReplaySession::new(&registry, Some(session_id.clone())));
         }
-        session
-            .get_or_insert_with(|| ReplaySession::new(&registry, None))
-            .tracker
-            .observe(&record.event);
+        let current = session.get_or_insert_with(|| ReplaySession::new(&registry, None));
+        current.tracker.observe(&record.event);
+        if shown == Shown::Events
+            && let Some(text) = render::event(&record.event, current.tracker.cards(), style)
+        {
+            output::line(&text)?;
+        }
     }
     if let Some(done) = session {
-        done.print(json, style)?;
+        done.print(shown, style)?;
     }
     if !skipped.is_empty() {
         output::say(&format!(
@@ -79,9 +104,14 @@ impl ReplaySession {
         }
     }
 
-    /// Prints the session: a heading and its cards, or in JSON one card per line, each naming
-    /// its session (`sessionId`).
-    fn print(self, json: bool, style: Style) -> Result<(), Failure> {
+    /// Prints the session's cards: a heading and the cards, or in JSON one card per line,
+    /// each naming its session (`sessionId`). Its events were printed as they came.
+    fn print(self, shown: Shown, style: Style) -> Result<(), Failure> {
+        let json = match shown {
+            Shown::Events => return Ok(()),
+            Shown::Cards => false,
+            Shown::Json => true,
+        };
         if !json {
             let name = self.id.as_deref().unwrap_or("(no session/start)");
             output::line(&format!("session {}", presenters::escape_controls(name)))?;

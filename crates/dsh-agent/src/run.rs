@@ -2,15 +2,16 @@
 //! closed stdout cancelling the turn.
 
 use crate::cli::RunOptions;
-use crate::ending::{SessionEnding, settle_background};
-use crate::model::{Echo, Model, select_model, system_prompt};
+use crate::ending::{settle_background, verdict};
+use crate::model::{Echo, Model, SET_A_MODEL, plays_demo, select_model, system_prompt};
 use crate::render::Style;
-use crate::tools::{registry_with, shell_executor};
+use crate::tools::{code_mode, registry_with, shell_executor};
 use crate::{
     DEMO_PROMPT, Failure, JOBS_STOPPED_STATUS, Store, approval, mcp, output, render, sessions,
 };
 use agent_loop::{
-    Agent, AgentDirectory, CardTracker, EventRecord, SessionEndReason, SessionEvent, TurnEndReason,
+    Agent, AgentDirectory, CardTracker, EventRecord, SessionEndReason, SessionEnding, SessionEvent,
+    SessionStart, TurnEndReason,
 };
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -38,12 +39,48 @@ pub(crate) async fn read_line() -> Option<String> {
     .flatten()
 }
 
+/// `chat`'s prompt while it waits for a line: a turn a job's notice opens then starts on a
+/// line of its own, and a fresh prompt follows its end.
+#[derive(Debug, Default)]
+pub(crate) struct Prompt {
+    /// Waiting for a line, and whether a woken turn has written since the prompt was shown.
+    state: Mutex<Option<bool>>,
+}
+
+impl Prompt {
+    fn show(&self, style: Style) -> Result<(), Failure> {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(false);
+        Ok(output::text(&format!("{} ", style.bold_text("you ›")))?)
+    }
+
+    fn answered(&self) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Before a line of a turn the user did not start: off the prompt's line.
+    fn interrupt(&self) {
+        if let Some(written @ false) = &mut *self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            *written = true;
+            let _ = output::line("");
+        }
+    }
+
+    /// After a turn's end: the prompt again, if a woken turn took its place.
+    fn resume(&self, style: Style) {
+        if let Some(written @ true) = &mut *self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            *written = false;
+            let _ = output::text(&format!("{} ", style.bold_text("you ›")));
+        }
+    }
+}
+
 /// The turns of `chat`: the prompt given on the command line, then one per line read, until
 /// the end of input. Ctrl-C while a turn runs cancels that turn only.
 pub(crate) async fn converse(
     agent: &Agent,
     first: Option<String>,
     style: Style,
+    prompt: &Prompt,
 ) -> Result<(), Failure> {
     let mut interrupt =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok();
@@ -52,8 +89,10 @@ pub(crate) async fn converse(
         let input = match next.take() {
             Some(input) => input,
             None => {
-                output::text(&format!("{} ", style.bold_text("you ›")))?;
-                match read_line().await {
+                prompt.show(style)?;
+                let line = read_line().await;
+                prompt.answered();
+                match line {
                     Some(line) => line,
                     None => {
                         output::line("")?;
@@ -94,8 +133,26 @@ pub(crate) async fn run(
     options: RunOptions,
     mode: Mode,
     store: &Store,
-    start: sessions::Start,
+    start: SessionStart,
 ) -> Result<(), Failure> {
+    let resuming = !matches!(start, SessionStart::New);
+    if plays_demo(&options) {
+        if resuming && options.prompt.is_empty() {
+            return Err(Failure::new(
+                2,
+                format!(
+                    "nothing to resume: no model is configured ({SET_A_MODEL}) and no prompt was given"
+                ),
+            ));
+        }
+        // The tour asked for (`run` alone) needs no word; anything typed does, since the demo
+        // will not answer it.
+        if mode == Mode::Chat || resuming || !options.prompt.is_empty() {
+            output::say(&format!(
+                "dsh-agent: no model is configured, so the embedded demo script plays instead of answering ({SET_A_MODEL})"
+            ));
+        }
+    }
     // First, so a signal from now on ends the session the recorded way.
     let mut interrupts = sessions::Interrupts::catch(mode == Mode::Chat);
     let interrupted = interrupts.token.clone();
@@ -103,7 +160,7 @@ pub(crate) async fn run(
     let store_dir = store.open()?;
     let given_cwd = match &options.cwd {
         Some(dir) => Some(PathBuf::from(dir)),
-        None if matches!(start, sessions::Start::New) => Some(
+        None if matches!(start, SessionStart::New) => Some(
             std::env::current_dir()
                 .map_err(|e| Failure::new(1, format!("no working directory: {e}")))?,
         ),
@@ -124,21 +181,20 @@ pub(crate) async fn run(
     )?;
     // After opening: the session this run holds is in use, so the prune keeps it however
     // long it was idle (`resume` of a session past the retention).
-    sessions::prune_at_start(&store_dir, store.retention);
+    store_dir.prune_at_start(store.retention);
+    let cwd = match given_cwd {
+        Some(cwd) => cwd,
+        None => opened
+            .recorded_cwd()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
     let resumed_log = opened.log;
     let mut lease = opened.lease;
     // Until the agent has started, a failure (a bad `--mcp-config`, a sandbox that cannot be
     // had, a working directory gone) discards a session this run made (new or forked), so
     // failed starts leave no sessions behind; a resumed one is only released.
     lease.set_discard_on_drop(true);
-    let cwd = match given_cwd {
-        Some(cwd) => cwd,
-        None => resumed_log
-            .as_ref()
-            .and_then(sessions::recorded_cwd)
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from(".")),
-    };
     if !cwd.is_dir() {
         return Err(Failure::new(
             2,
@@ -149,7 +205,7 @@ pub(crate) async fn run(
         ));
     }
     let (executor, sandbox, launcher) = shell_executor(
-        options.sandbox.as_deref(),
+        options.sandbox,
         &cwd,
         Some(lease.spill_dir()),
         Some(store_dir.root()),
@@ -165,22 +221,16 @@ pub(crate) async fn run(
         mcp::load_servers(&registry, &cwd, &options.mcp_config, launcher, options.ask)
             .await
             .map_err(|e| Failure::new(2, format!("{e:#}")))?;
-    // Registered last, so that its description declares every other tool, MCP ones included.
-    let _code_mode = if options.no_code_mode {
-        None
-    } else {
-        Some(
-            tool_code::register_run_code(&registry, tool_code::CodeModeLimits::default())
-                .context("registering run_code")?,
-        )
-    };
+    let _code_mode = code_mode(&registry, !options.no_code_mode)?;
     let style = Style::detect();
     let ending: Arc<Mutex<SessionEnding>> = Arc::default();
+    let prompt = Arc::new(Prompt::default());
     let printer = {
         let registry = registry.clone();
         let json = options.json;
         let chat = mode == Mode::Chat;
         let ending = Arc::clone(&ending);
+        let prompt = Arc::clone(&prompt);
         let tracker = Mutex::new(CardTracker::new(registry, None));
         move |record: &EventRecord| {
             ending
@@ -205,7 +255,11 @@ pub(crate) async fn run(
                 return;
             }
             if let Some(text) = render::event(&record.event, tracker.cards(), style) {
+                prompt.interrupt();
                 let _ = output::line(&text);
+                if let SessionEvent::TurnEnd { .. } = record.event {
+                    prompt.resume(style);
+                }
             }
         }
     };
@@ -228,7 +282,6 @@ pub(crate) async fn run(
         .session_id(lease.id())
         .session_log(&lease);
     // A resumed run without a prompt gives the notices waiting (a lost job's) their turn.
-    let resuming = resumed_log.is_some();
     if let Some(log) = resumed_log {
         builder = builder.resume(log);
     }
@@ -242,17 +295,26 @@ pub(crate) async fn run(
     let directory = AgentDirectory::new();
     directory.insert(&agent);
     jobs.set_turn_opener(Arc::new(directory.clone()));
-    let _stop_watch = cancel_when_stdout_closes(&agent);
-    let _interrupt_watch = cancel_when_interrupted(&agent, &interrupted);
+    // Once stdout fails, the stdout guard of `registry_with` refuses every command, also in
+    // turns a job notice opens; a caught signal ends the session (see `sessions::Interrupts`).
+    let _stop_watch = agent.cancel_turn_on(output::closed().clone());
+    let _interrupt_watch = agent.cancel_turn_on(interrupted.clone());
     tracing::info!(session = %lease.id(), dir = %store_dir.root().display(), "session");
 
     let first = match mode {
         Mode::Once if resuming && options.prompt.is_empty() => {
             // Nothing new from the user: the notices waiting (a lost job's) get their turn.
-            let pending = until_interrupted(&agent, &interrupted, agent.run_pending())
+            let pending = agent
+                .run_until_cancelled(&interrupted, agent.run_pending())
                 .await
                 .map_err(|e| Failure::new(1, e.to_string()))?;
             interrupts.release_sigint();
+            if pending.is_none() {
+                output::say(&format!(
+                    "dsh-agent: nothing to resume: no notice of session {} waits for the model; give a prompt to continue it",
+                    lease.id()
+                ));
+            }
             Some(pending.map_or(TurnEndReason::Completed, |outcome| outcome.reason))
         }
         Mode::Once => {
@@ -261,15 +323,16 @@ pub(crate) async fn run(
             } else {
                 options.prompt.join(" ")
             };
-            let outcome = until_interrupted(&agent, &interrupted, agent.run(prompt))
+            let outcome = agent
+                .run_until_cancelled(&interrupted, agent.run(prompt))
                 .await
                 .map_err(|e| Failure::new(1, e.to_string()))?;
             interrupts.release_sigint();
             Some(outcome.reason)
         }
         Mode::Chat => {
-            let prompt = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
-            let conversation = converse(&agent, prompt, style);
+            let first = (!options.prompt.is_empty()).then(|| options.prompt.join(" "));
+            let conversation = converse(&agent, first, style, &prompt);
             tokio::pin!(conversation);
             tokio::select! {
                 ended = &mut conversation => ended?,
@@ -293,7 +356,7 @@ pub(crate) async fn run(
             stop.cancel();
         })
     };
-    let stopped = settle_background(&agent, &directory, &jobs, options.wait_jobs, stop).await;
+    let stopped = settle_background(&agent, &directory, options.wait_jobs, stop).await;
     directory.wait_woken().await;
     agent.wait_idle().await;
     // Disposing the agent kills the jobs it still owns, and records the notices no turn took.
@@ -308,15 +371,12 @@ pub(crate) async fn run(
             "interrupted: the session was ended (continue it with `dsh-agent resume ID`, ID from `dsh-agent sessions list`)",
         ));
     }
-    let failed = {
-        let ending = ending.lock().unwrap_or_else(|e| e.into_inner());
-        ending.model_error.is_some() || ending.last_reason == Some(TurnEndReason::Error)
-    };
-    agent.end_session(if failed {
-        SessionEndReason::Failed
-    } else {
-        SessionEndReason::Completed
-    });
+    // The lock is let go first: `session/end` reaches the printer, which takes it.
+    let reason = ending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .end_reason();
+    agent.end_session(reason);
     drop(lease);
     if let Some(servers) = mcp_servers {
         servers.shutdown().await;
@@ -325,16 +385,16 @@ pub(crate) async fn run(
         return Err(Failure::new(1, failure.to_string()));
     }
     let ending = std::mem::take(&mut *ending.lock().unwrap_or_else(|e| e.into_inner()));
-    for notice in &ending.undelivered {
+    for notice in ending.undelivered() {
         output::say(&format!(
             "dsh-agent: this notice never reached the model: {}",
-            presenters::escape_controls(notice)
+            presenters::escape_controls(&notice.content)
         ));
     }
     // A chat's turns are judged as they happen (a cancelled or failed turn is shown and the
     // session goes on); a single run is judged by how it ended.
     if let Some(first) = first {
-        ending.verdict(first)?;
+        verdict(&ending, first)?;
     }
     // A script with steps left over did not play out as written.
     if let Model::Scripted(script) = &model {
@@ -348,47 +408,4 @@ pub(crate) async fn run(
     } else {
         Err(Failure::new(JOBS_STOPPED_STATUS, ""))
     }
-}
-
-/// Runs `turn`, cancelling it once `interrupted` fires, even if that happened before it began.
-pub(crate) async fn until_interrupted<T>(
-    agent: &Agent,
-    interrupted: &CancellationToken,
-    turn: impl std::future::Future<Output = T>,
-) -> T {
-    tokio::pin!(turn);
-    tokio::select! {
-        // The turn first: its first poll begins it, so the cancellation below reaches it.
-        biased;
-        ended = &mut turn => ended,
-        () = interrupted.cancelled() => {
-            agent.cancel_turn();
-            turn.await
-        }
-    }
-}
-
-/// Cancels the agent's turn at a caught signal (see [`sessions::Interrupts`]), whichever turn
-/// runs then. The task ends with the runtime.
-pub(crate) fn cancel_when_interrupted(
-    agent: &Agent,
-    interrupted: &CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let agent = agent.clone();
-    let interrupted = interrupted.clone();
-    tokio::spawn(async move {
-        interrupted.cancelled().await;
-        agent.cancel_turn();
-    })
-}
-
-/// Cancels the agent's turn once stdout fails; the stdout guard of
-/// [`registry_with`] refuses every command after that, also in
-/// turns a job notice opens. The task ends with the runtime.
-pub(crate) fn cancel_when_stdout_closes(agent: &Agent) -> tokio::task::JoinHandle<()> {
-    let agent = agent.clone();
-    tokio::spawn(async move {
-        output::closed().cancelled().await;
-        agent.cancel_turn();
-    })
 }

@@ -1,19 +1,15 @@
-//! The session store of `dsh-agent`: where it is, `sessions list` and `sessions prune`, the
-//! bounded prune at start, opening the session a run writes to, and the signals that end it.
+//! The session store of `dsh-agent`: where it is, `sessions list` and `sessions prune`,
+//! opening the session a run writes to, and the signals that end it.
 
 use crate::Failure;
 use crate::output;
 use agent_loop::{
-    FsSessionStore, PrunePolicy, SessionInfo, SessionLease, SessionLog, SessionStore, StoreError,
+    FsSessionStore, OpenedSession, PrunePolicy, SessionInfo, SessionStart, SessionStore, StoreError,
 };
 use anyhow::Context;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// At most this many sessions are removed by the prune at start; the rest wait for the next
-/// start (or `sessions prune`), so starting stays quick however many piled up.
-const PRUNE_AT_START_MAX: usize = 16;
 
 /// The store: `--session-dir` (or `DSH_SESSION_DIR`), else `$XDG_STATE_HOME/dsh/sessions`,
 /// else `~/.local/state/dsh/sessions`.
@@ -21,23 +17,13 @@ pub(crate) fn store(session_dir: Option<&str>) -> Result<FsSessionStore, Failure
     if let Some(dir) = session_dir.filter(|dir| !dir.is_empty()) {
         return Ok(FsSessionStore::new(dir));
     }
-    // The XDG base directory rules: a relative value is invalid and ignored.
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|home| home.is_absolute())
-                .map(|home| home.join(".local").join("state"))
-        })
-        .ok_or_else(|| {
-            Failure::new(
-                2,
-                "no place for sessions: set --session-dir, DSH_SESSION_DIR, XDG_STATE_HOME or HOME",
-            )
-        })?;
-    Ok(FsSessionStore::new(state.join("dsh").join("sessions")))
+    let root = FsSessionStore::default_root().ok_or_else(|| {
+        Failure::new(
+            2,
+            "no place for sessions: set --session-dir, DSH_SESSION_DIR, XDG_STATE_HOME or HOME",
+        )
+    })?;
+    Ok(FsSessionStore::new(root))
 }
 
 fn store_failure(error: StoreError) -> Failure {
@@ -146,89 +132,21 @@ pub(crate) fn prune(store: &FsSessionStore, older_than: Duration) -> Result<(), 
     Ok(())
 }
 
-/// The bounded prune at start: a few of the sessions idle for longer than `retention`.
-/// A failure is only worth a warning: the run itself can go on.
-pub(crate) fn prune_at_start(store: &FsSessionStore, retention: Duration) {
-    if retention.is_zero() {
-        return;
-    }
-    match store.prune(PrunePolicy::older_than(retention).at_most(PRUNE_AT_START_MAX)) {
-        Ok(report) => {
-            if !report.removed.is_empty() {
-                tracing::info!(
-                    removed = report.removed.len(),
-                    deferred = report.deferred,
-                    "pruned old sessions"
-                );
-            }
-        }
-        Err(error) => tracing::warn!("cannot prune old sessions: {error}"),
-    }
-}
-
-/// Which session a run writes to.
-#[derive(Debug)]
-pub(crate) enum Start {
-    /// A new one.
-    New,
-    /// This one, continued.
-    Resume(String),
-    /// A new one seeded with this one's history.
-    Fork(String),
-}
-
-/// The session a run writes to: the lease (held until the run ends) and, when continuing,
-/// the events so far.
-#[derive(Debug)]
-pub(crate) struct Opened {
-    pub(crate) lease: SessionLease,
-    pub(crate) log: Option<SessionLog>,
-}
-
 /// Opens the session of a run, saying on stderr what a continued log lost (a torn last line
 /// cut, malformed lines skipped).
-pub(crate) fn open(store: &FsSessionStore, start: &Start, cwd: &Path) -> Result<Opened, Failure> {
-    let resumed = match start {
-        Start::New => {
-            let lease = store.create(cwd).map_err(store_failure)?;
-            return Ok(Opened { lease, log: None });
-        }
-        Start::Resume(id) => store.resume(id),
-        Start::Fork(id) => store.fork(id),
-    }
-    .map_err(store_failure)?;
-    let id = resumed.lease.id();
-    if let Some(torn) = &resumed.torn_tail {
+pub(crate) fn open(
+    store: &FsSessionStore,
+    start: &SessionStart,
+    cwd: &Path,
+) -> Result<OpenedSession, Failure> {
+    let opened = store.open(start, cwd).map_err(store_failure)?;
+    for repair in opened.repairs() {
         output::say(&format!(
-            "dsh-agent: session {id}: dropped the torn last line {} of its log ({} bytes; the process writing it died mid-line)",
-            torn.line, torn.bytes
+            "dsh-agent: session {}: {repair}",
+            opened.lease.id()
         ));
     }
-    if !resumed.log.skipped.is_empty() {
-        let lines: Vec<String> = resumed
-            .log
-            .skipped
-            .iter()
-            .map(|line| line.line.to_string())
-            .collect();
-        output::say(&format!(
-            "dsh-agent: session {id}: skipped {} malformed line(s) of its log: {}",
-            lines.len(),
-            lines.join(", ")
-        ));
-    }
-    Ok(Opened {
-        lease: resumed.lease,
-        log: Some(resumed.log),
-    })
-}
-
-/// The working directory a session recorded, for a resumed run without --cwd.
-pub(crate) fn recorded_cwd(log: &SessionLog) -> Option<PathBuf> {
-    log.events.iter().find_map(|record| match &record.event {
-        agent_loop::SessionEvent::SessionStart { cwd, .. } => Some(PathBuf::from(cwd)),
-        _ => None,
-    })
+    Ok(opened)
 }
 
 /// The signals that end a session: SIGTERM always, SIGINT until [`Interrupts::release_sigint`]

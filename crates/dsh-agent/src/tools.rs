@@ -2,14 +2,15 @@
 //! local shell executor, sandboxed as `--sandbox` asks.
 
 use crate::{Failure, output};
+use anyhow::Context;
 use dsh_tools::ToolRegistry;
 use dsh_tools::jobs::{JobRuntime, JobsConfig, NoticeDelivery};
 use futures::future::BoxFuture;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tool_bash::{
-    BuiltinTools, ConfinedProgram, LocalConfig, LocalExecutor, ProgramError, ShellExecutor,
-    SupervisedProgram,
+    BuiltinTools, ConfinedProgram, LocalConfig, LocalExecutor, ProgramError, SandboxChoice,
+    SandboxMode, ShellExecutor, SupervisedProgram,
 };
 use tool_mcp::{LaunchedServer, ServerHandle, ServerLaunch, ServerLauncher};
 
@@ -21,65 +22,38 @@ pub(crate) fn registry(background: bool) -> (ToolRegistry, JobRuntime) {
 
 /// The bash tool's executor for `--sandbox`, what `session/start` records of it, and what
 /// starts the stdio MCP servers: under the shell's supervisor, inside the same sandbox when it
-/// is on ([`supervising_launcher`]). An
-/// explicit mode the system cannot wholly enforce is a usage error; the default enforces what
-/// the system can, with a warning line on stderr naming the rest, and falls back to `off` only
-/// where nothing can be confined. The shell's spill files go to `spill_dir` (the session's),
-/// or to the executor's own temporary directory; `store` (the session store), wherever it lies
-/// beneath the working directory, is read-only to every command.
+/// is on ([`supervising_launcher`]). An explicit mode the system cannot wholly enforce is a
+/// usage error; the default enforces what the system can, with a warning line on stderr naming
+/// the rest, and falls back to `off` only where nothing can be confined (see
+/// [`SandboxChoice`]). The shell's spill files go to `spill_dir` (the session's), or to the
+/// executor's own temporary directory; `store` (the session store), wherever it lies beneath
+/// the working directory, is read-only to every command.
 pub(crate) fn shell_executor(
-    choice: Option<&str>,
+    choice: Option<SandboxMode>,
     cwd: &Path,
     spill_dir: Option<&Path>,
     store: Option<&Path>,
 ) -> Result<Sandboxed, Failure> {
     let mut config = LocalConfig::default();
     config.spill_dir = spill_dir.map(Path::to_path_buf);
-    let off = |why: Option<String>| {
-        let mut report = serde_json::json!({"mode": "off"});
-        if let Some(why) = why {
-            report["reason"] = why.into();
-        }
-        let executor = Arc::new(LocalExecutor::new(config.clone()));
-        let launcher = unconfined_launcher(Arc::clone(&executor), cwd.to_owned());
-        (executor as Arc<dyn ShellExecutor>, report, Some(launcher))
-    };
-    let mode = match choice {
-        Some("off") => return Ok(off(None)),
-        Some("read-only") => "read-only",
-        _ => "workspace-write",
-    };
-    let refused = |why: String| Err(Failure::new(2, format!("--sandbox {mode}: {why}")));
-    match sandboxed(mode, cwd, config.clone(), store, true) {
-        Ok(confined) => Ok(confined),
-        // A store the commands could write is no fallback's to accept.
-        Err(Refusal::Final(why)) => refused(why),
-        Err(Refusal::Unsupported(why)) if choice.is_none() => {
-            match sandboxed(mode, cwd, config.clone(), store, false) {
-                Ok(confined) => {
-                    output::say(&format!(
-                        "dsh-agent: warning: the shell sandbox is only partly enforced: {why}"
-                    ));
-                    Ok(confined)
-                }
-                Err(Refusal::Final(why)) => refused(why),
-                Err(Refusal::Unsupported(why)) => {
-                    output::say(&format!(
-                        "dsh-agent: warning: the shell sandbox is off: {why}"
-                    ));
-                    Ok(off(Some(why)))
-                }
-            }
-        }
-        Err(Refusal::Unsupported(why)) => refused(why),
+    let mut request = SandboxChoice::new(choice, cwd).with_config(config);
+    if let Some(store) = store {
+        request = request.with_session_store(store);
     }
-}
-
-/// Why no sandboxed executor was built: the system cannot enforce the policy (a default may
-/// fall back), or it must not run at all (a session store the commands could write).
-pub(crate) enum Refusal {
-    Unsupported(String),
-    Final(String),
+    let mode = request.mode();
+    let shell = request
+        .apply()
+        .map_err(|why| Failure::new(2, format!("--sandbox {mode}: {why}")))?;
+    if let Some(fallback) = shell.fallback() {
+        output::say(&format!("dsh-agent: warning: {fallback}"));
+    }
+    let report = serde_json::to_value(shell.applied()).context("recording the sandbox")?;
+    let spawning = shell.clone();
+    let launcher = supervising_launcher(cwd.to_owned(), move |program| {
+        let shell = spawning.clone();
+        Box::pin(async move { shell.spawn_program(&program).await })
+    });
+    Ok((shell.executor(), report, Some(launcher)))
 }
 
 /// The shell's executor, its report for `session/start`, and the MCP servers' launcher.
@@ -88,75 +62,6 @@ pub(crate) type Sandboxed = (
     serde_json::Value,
     Option<tool_mcp::ServerLauncher>,
 );
-
-/// A Landlock-sandboxed executor in `mode` with `cwd` as its workspace root and `store`
-/// protected, enforcing the whole policy (`required`) or what the system can, and a launcher
-/// that starts stdio MCP servers under the same confinement. Best effort that could confine
-/// nothing is an error here.
-#[cfg(target_os = "linux")]
-pub(crate) fn sandboxed(
-    mode: &str,
-    cwd: &Path,
-    config: LocalConfig,
-    store: Option<&Path>,
-    required: bool,
-) -> Result<Sandboxed, Refusal> {
-    use tool_bash::sandbox::{
-        Enforcement, SandboxBackend, SandboxError, SandboxMode, SandboxPolicy, SandboxedExecutor,
-    };
-    let mode = if mode == "read-only" {
-        SandboxMode::ReadOnly
-    } else {
-        SandboxMode::WorkspaceWrite
-    };
-    let mut policy = SandboxPolicy::new(mode)
-        .with_workspace_root(cwd)
-        .with_enforcement(if required {
-            Enforcement::Required
-        } else {
-            Enforcement::BestEffort
-        });
-    if let Some(store) = store {
-        // The store must exist to be bound read-only; the session's own directory in it
-        // already does.
-        std::fs::create_dir_all(store).map_err(|e| {
-            Refusal::Unsupported(format!("the session store {}: {e}", store.display()))
-        })?;
-        policy = policy.with_protected(store);
-    }
-    let executor =
-        SandboxedExecutor::new(policy, SandboxBackend::Landlock, config).map_err(|error| {
-            match error {
-                SandboxError::Unprotected { .. } => Refusal::Final(error.to_string()),
-                other => Refusal::Unsupported(other.to_string()),
-            }
-        })?;
-    if executor.report().backend.is_none() {
-        return Err(Refusal::Unsupported(executor.report().summary()));
-    }
-    let report =
-        serde_json::to_value(executor.report()).map_err(|e| Refusal::Unsupported(e.to_string()))?;
-    let executor = Arc::new(executor);
-    let confining = Arc::clone(&executor);
-    let launcher = supervising_launcher(cwd.to_owned(), move |program| {
-        let executor = Arc::clone(&confining);
-        Box::pin(async move { executor.spawn_program(&program).await })
-    });
-    Ok((executor, report, Some(launcher)))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn sandboxed(
-    _mode: &str,
-    _cwd: &Path,
-    _config: LocalConfig,
-    _store: Option<&Path>,
-    _required: bool,
-) -> Result<Sandboxed, Refusal> {
-    Err(Refusal::Unsupported(String::from(
-        "the shell sandbox needs Linux (Landlock)",
-    )))
-}
 
 /// What starts each stdio MCP server unconfined, under a supervisor of `executor`'s (see
 /// [`supervising_launcher`]); a relative server `cwd` is the session's `workdir`'s.
@@ -232,6 +137,20 @@ impl ServerHandle for SupervisedServer {
             }
         })
     }
+}
+
+/// Registers Code Mode's `run_code` in `registry` unless left out: last, so that its
+/// description declares every tool registered before it, MCP ones included.
+pub(crate) fn code_mode(
+    registry: &ToolRegistry,
+    enabled: bool,
+) -> anyhow::Result<Option<dsh_tools::Disposer>> {
+    if !enabled {
+        return Ok(None);
+    }
+    let disposer = tool_code::register_run_code(registry, tool_code::CodeModeLimits::default())
+        .map_err(|e| anyhow::anyhow!("registering run_code: {e}"))?;
+    Ok(Some(disposer))
 }
 
 /// The registry of the built-in tools with `executor` under `bash`, and the jobs runtime

@@ -1,4 +1,5 @@
-//! MCP servers' tools in a dsh-tools registry.
+//! MCP servers' tools in a dsh-tools registry, and (with the `server` feature) a registry's
+//! tools served to MCP clients.
 //!
 //! [`McpServers`] connects to Model Context Protocol servers with the official Rust SDK
 //! (`rmcp`): over stdio, spawning the server with the shell executor's hygiene (its own process
@@ -30,13 +31,24 @@
 //!   (`{"mcpServers": {NAME: {"command", "args", "env", "cwd"} | {"type": "http", "url",
 //!   "headers"}}}`, with `${VAR}` expansion).
 //!
+//! - With the `server` feature, `serve_stdio` serves any registry's tools to an MCP client
+//!   over stdin and stdout, `serve_streams` over any byte stream pair: every call goes
+//!   through [`ToolRegistry::execute`](dsh_tools::ToolRegistry::execute) with the registry's
+//!   validation and hooks, a client's cancel cancels it, and bad input is answered as JSON-RPC
+//!   says within `MAX_CLIENT_MESSAGE_BYTES` and `MAX_CLIENT_MESSAGE_VALUES`.
+//!
+//! | Feature | Default | What it adds |
+//! |---|---|---|
+//! | `server` | off | `serve_stdio`, `serve_streams`, `ServeOptions`: rmcp's server role |
+//!
 //! The modules are private; everything public is re-exported at the crate root: `config`
 //! ([`McpConfig`]: the configuration files), `connect` (the transports: [`Connector`],
 //! [`StdioConnector`]), `framing` (a byte stream's messages, bounded in size and depth),
 //! `bridge` (MCP tools and results as dsh-tools definitions and values), and `servers`
 //! ([`McpServers`]: one supervised connection per server, with `servers/supervision` for
 //! connecting, listing and restarting, and `servers/calls` for the tools' definitions and
-//! calls).
+//! calls), and `server` (the `server` feature: `server/tools` for the server role,
+//! `server/lines` and `server/rpc` for its framing of a byte stream).
 //!
 //! ```no_run
 //! use dsh_tools::ToolRegistry;
@@ -53,6 +65,22 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Serving a registry instead (the `server` feature):
+//!
+//! ```no_run
+//! # #[cfg(feature = "server")]
+//! # async fn demo() -> Result<(), tool_mcp::ServeError> {
+//! use dsh_tools::ToolRegistry;
+//! use tool_mcp::{ServeOptions, serve_stdio};
+//!
+//! let registry = ToolRegistry::new();
+//! // registry.register_tool(MyTool)?; …
+//! serve_stdio(registry, ServeOptions::new("my-host", "1.0.0")).await
+//! # }
+//! ```
+//!
+//! Unsafe budget: 0 — none.
 
 #![deny(missing_docs)]
 
@@ -65,6 +93,8 @@ mod bridge;
 mod config;
 mod connect;
 mod framing;
+#[cfg(feature = "server")]
+mod server;
 mod servers;
 
 pub use bridge::{TOOL_PREFIX, content_value_schema, tool_name};
@@ -74,6 +104,11 @@ pub use connect::{
     ServerLauncher, StdioConnector, StreamConnection,
 };
 pub use framing::{MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH, MAX_MESSAGE_VALUES};
+#[cfg(feature = "server")]
+pub use server::{
+    MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGE_VALUES, MAX_REQUESTS_IN_FLIGHT, ServeError,
+    ServeOptions, serve_stdio, serve_streams,
+};
 pub use servers::{
     McpError, McpFailure, McpOptions, McpServers, RestartPolicy, ServerState, ServerStatus,
 };

@@ -1,5 +1,5 @@
 //! The messages `dsh-agent acp` exchanged with the official TypeScript client in
-//! `crates/dsh-agent/tests/acp/main.rs` (kept as an insta snapshot in `tests/snapshots`),
+//! `crates/dsh-agent/tests/dsh_agent/acp/mod.rs` (kept as an insta snapshot in `tests/snapshots`),
 //! read back through the official ACP schema types: every message of the agent reads as the
 //! type of its method and writes back as it was sent.
 //!
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 fn wire() -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../crates/dsh-agent/tests/snapshots/acp__wire.snap"
+        "/../../crates/dsh-agent/tests/dsh_agent/snapshots/dsh_agent__acp__wire.snap"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let body = text

@@ -10,16 +10,22 @@
 //!   index) and the rule for unique call ids;
 //! - `scheduling`: how one message's tool calls run (safe runs overlap, others are barriers,
 //!   results land in call order);
-//! - `directory`: [`AgentDirectory`], which opens woken turns for job notices.
+//! - `directory`: [`AgentDirectory`], which opens woken turns for job notices;
+//! - `cancelling`: [`Agent::cancel_turn_on`] and [`Agent::run_until_cancelled`], a turn
+//!   cancelled when a host's token fires;
+//! - `settling`: [`Agent::settle_jobs`], the wait for the jobs still running after the turns.
 
 mod assembly;
 mod builder;
+mod cancelling;
 mod directory;
 mod scheduling;
+mod settling;
 mod state;
 
 pub use builder::AgentBuilder;
 pub use directory::AgentDirectory;
+pub use settling::{JobWait, JobsSettled, WaitCut};
 
 use assembly::{Progress, ResponseAssembler, unique_call_id};
 use state::{ActiveTurn, AgentInner, AgentState, TurnGuard, TurnTicket, WokenTurnGuard, lock};

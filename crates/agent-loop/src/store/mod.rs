@@ -47,14 +47,18 @@ mod disk;
 mod error;
 mod info;
 mod lease;
+mod location;
 mod lock;
+mod opening;
 
 pub use disk::Refusal;
 use disk::{DirHow, FileHow, Kind, StoreDir, Tail, count_lines, find_tail, make_private};
 pub use error::StoreError;
 use error::io_error;
 pub use lease::SessionLease;
+pub use location::PRUNE_AT_START_MAX;
 use lock::lock_session;
+pub use opening::{OpenedSession, SessionStart};
 
 use crate::event::{EventRecord, SessionEvent};
 use crate::log::{LogLines, LogReadError, MAX_LINE_BYTES, SessionLog, log_line};
@@ -221,6 +225,12 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Removes the sessions idle for longer than the policy says, oldest first, never one in
     /// use.
     fn prune(&self, policy: PrunePolicy) -> Result<PruneReport, StoreError>;
+
+    /// Opens the session a run writes to: [`SessionStore::create`]s a new one, or
+    /// [`SessionStore::resume`]s or [`SessionStore::fork`]s one as `start` says.
+    fn open(&self, start: &SessionStart, cwd: &Path) -> Result<OpenedSession, StoreError> {
+        opening::open(self, start, cwd)
+    }
 }
 
 /// What `session.json` says.

@@ -3,11 +3,9 @@
 //! tools, a malformed result, a schema that does not compile, an output schema with references,
 //! and a destructive tool; `hostile` has the hand-written servers that break the limits.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "faults/hostile.rs"]
 mod hostile;
-mod support;
+
+use crate::support;
 
 use dsh_tools::{
     AgentGone, AgentHandle, AgentRef, FailureCode, InjectedContext, ToolCall, ToolRegistry,

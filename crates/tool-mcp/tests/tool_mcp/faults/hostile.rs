@@ -395,7 +395,7 @@ fn reading_messages_of_millions_of_values_costs_little_memory() {
     // Each 16 MiB message is held about twice (the server's copy, the client's line); a
     // scan that kept a record of each value, or a parse of them, would take gigabytes.
     let peak = dsh_test_support::peak_rss_of_test(
-        "hostile::a_message_past_the_value_limit_fails_its_call_at_once_without_being_parsed",
+        "faults::hostile::a_message_past_the_value_limit_fails_its_call_at_once_without_being_parsed",
     );
     assert!(peak < 200 << 20, "peak resident memory {} MiB", peak >> 20);
 }
@@ -418,7 +418,7 @@ async fn a_message_of_the_most_values_allowed_is_delivered() {
 fn a_message_of_the_most_values_allowed_costs_a_bounded_memory() {
     // What the value limit bounds: the parse's tree of a million values (about 120 MiB).
     let peak = dsh_test_support::peak_rss_of_test(
-        "hostile::a_message_of_the_most_values_allowed_is_delivered",
+        "faults::hostile::a_message_of_the_most_values_allowed_is_delivered",
     );
     assert!(peak < 200 << 20, "peak resident memory {} MiB", peak >> 20);
 }

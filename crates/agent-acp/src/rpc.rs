@@ -3,43 +3,48 @@
 //! Incoming lines become [`Incoming`] values or a protocol error to send back; outgoing
 //! messages go through one [`Outbox`], whose writer task keeps them whole and in order, so a
 //! prompt's updates always precede its response. The framing half (the bounded line reader,
-//! [`parse`] and the error replies) is shared with `dsh-agent mcp`, so both servers answer the
-//! same bad input the same way.
+//! [`parse`] and the error replies) is public, so another JSON-RPC server on stdio (`dsh-agent
+//! mcp`) answers the same bad input the same way.
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// The most messages queued for stdout and not yet written before the reader stops reading
 /// stdin ([`Outbox::room`]): a client that does not read its stdout stops being read, instead
 /// of having its every line's answer kept for it.
-pub(crate) const MAX_UNWRITTEN: usize = 64;
+pub const MAX_UNWRITTEN: usize = 64;
 
-/// JSON-RPC's error codes, and ACP's for a resource (here: a session) that does not exist.
-pub(crate) const PARSE_ERROR: i64 = -32700;
-pub(crate) const INVALID_REQUEST: i64 = -32600;
-pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-pub(crate) const INVALID_PARAMS: i64 = -32602;
-pub(crate) const INTERNAL_ERROR: i64 = -32603;
-pub(crate) const RESOURCE_NOT_FOUND: i64 = -32002;
+/// JSON-RPC's error code for a message that is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's error code for a message that is not a valid request.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's error code for a method this server does not have.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC's error code for params that do not read as the method's.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC's error code for a failure of the server's own.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// ACP's error code for a resource (here: a session) that does not exist.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// The longest message a client may send, newline included: a line that never ends must not
 /// grow without bound, and a longer one is read through and discarded, never kept. Prompts
 /// carry text and resource links, far below this; 16 MiB is also rmcp's own line limit.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The most JSON values (every scalar, array and object, nested ones included) a message may
 /// hold. Parsing expands each value: a 16 MiB line of `[0,0,…]` is eight million values, which
 /// cost hundreds of MiB as `serde_json::Value`s and over a GiB as rmcp's typed messages. A
 /// prompt or a tool call holds a few dozen; [`too_many_values`] counts them before any parse.
-pub(crate) const MAX_MESSAGE_VALUES: usize = 100_000;
+pub const MAX_MESSAGE_VALUES: usize = 100_000;
 
 /// The refusal of a message of more than [`MAX_MESSAGE_VALUES`] values, with its id when it
 /// can be read, found by a scan that allocates nothing per value; `None` for one within it.
-pub(crate) fn too_many_values(text: &str) -> Option<(Value, RpcError)> {
+pub fn too_many_values(text: &str) -> Option<(Value, RpcError)> {
     if count_values(text.as_bytes(), MAX_MESSAGE_VALUES) <= MAX_MESSAGE_VALUES {
         return None;
     }
@@ -100,7 +105,7 @@ fn request_id(text: &str) -> Value {
 
 /// What [`read_message`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Frame {
+pub enum Frame {
     /// A message is in the buffer (its last line may lack the newline).
     Message,
     /// A line longer than the limit was read and thrown away, up to its newline.
@@ -111,7 +116,7 @@ pub(crate) enum Frame {
 
 /// Reads the next line into `line`, keeping at most `limit` bytes: a longer one is consumed to
 /// its end and reported as [`Frame::TooLong`], with nothing kept.
-pub(crate) async fn read_message<R: AsyncBufRead + Unpin>(
+pub async fn read_message<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     limit: usize,
@@ -152,14 +157,18 @@ pub(crate) async fn read_message<R: AsyncBufRead + Unpin>(
 
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct RpcError {
-    pub(crate) code: i64,
-    pub(crate) message: String,
-    pub(crate) data: Option<Value>,
+pub struct RpcError {
+    /// The error code ([`INVALID_PARAMS`] and the others).
+    pub code: i64,
+    /// The short description of the code.
+    pub message: String,
+    /// What went wrong in particular, when said.
+    pub data: Option<Value>,
 }
 
 impl RpcError {
-    pub(crate) fn new(code: i64, message: impl Into<String>) -> RpcError {
+    /// An error with `code` and `message`, and no data.
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
         RpcError {
             code,
             message: message.into(),
@@ -167,28 +176,30 @@ impl RpcError {
         }
     }
 
-    pub(crate) fn with_data(mut self, data: Value) -> RpcError {
+    /// The same error with `data`.
+    pub fn with_data(mut self, data: Value) -> RpcError {
         self.data = Some(data);
         self
     }
 
     /// Params that do not read as the method's: the reader's complaint is the data.
-    pub(crate) fn invalid_params(why: impl std::fmt::Display) -> RpcError {
+    pub fn invalid_params(why: impl std::fmt::Display) -> RpcError {
         RpcError::new(INVALID_PARAMS, "Invalid params").with_data(json!(why.to_string()))
     }
 
-    pub(crate) fn internal(why: impl std::fmt::Display) -> RpcError {
+    /// A failure of the server's own: `why` is the data.
+    pub fn internal(why: impl std::fmt::Display) -> RpcError {
         RpcError::new(INTERNAL_ERROR, "Internal error").with_data(json!(why.to_string()))
     }
 
     /// A message that is not a valid request (or notification, or response): `why` says how.
-    pub(crate) fn invalid_request(why: impl std::fmt::Display) -> RpcError {
+    pub fn invalid_request(why: impl std::fmt::Display) -> RpcError {
         RpcError::new(INVALID_REQUEST, "Invalid Request").with_data(json!(why.to_string()))
     }
 
     /// The answer to a line over [`MAX_MESSAGE_BYTES`], which was discarded unread: its id is
     /// unknown, so it goes out with a `null` one.
-    pub(crate) fn too_long() -> RpcError {
+    pub fn too_long() -> RpcError {
         RpcError::invalid_request(format!(
             "a message longer than {MAX_MESSAGE_BYTES} bytes ({} MiB) was discarded",
             MAX_MESSAGE_BYTES / (1024 * 1024)
@@ -196,12 +207,12 @@ impl RpcError {
     }
 
     /// The answer to a line that is not UTF-8, which JSON always is: its id is unknown.
-    pub(crate) fn not_utf8() -> RpcError {
+    pub fn not_utf8() -> RpcError {
         RpcError::new(PARSE_ERROR, "Parse error").with_data(json!("a message is UTF-8 text"))
     }
 
     /// The error response to a request `id` (`null` when it could not be read), as a line.
-    pub(crate) fn response(&self, id: Value) -> Value {
+    pub fn response(&self, id: Value) -> Value {
         json!({"jsonrpc": "2.0", "id": id, "error": self.to_json()})
     }
 
@@ -216,25 +227,35 @@ impl RpcError {
 
 /// One message read from the client.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Incoming {
+pub enum Incoming {
     /// A call that wants an answer.
     Request {
+        /// The request's id, a string or a number.
         id: Value,
+        /// The method called.
         method: String,
+        /// Its params (`null` when there are none).
         params: Value,
     },
     /// A call that wants none.
-    Notification { method: String, params: Value },
+    Notification {
+        /// The method called.
+        method: String,
+        /// Its params (`null` when there are none).
+        params: Value,
+    },
     /// The client's answer to a request of ours.
     Response {
+        /// The id of our request.
         id: Value,
+        /// Its result, or its error.
         outcome: Result<Value, RpcError>,
     },
 }
 
 /// Reads one line. `Err` carries the error response to send (with the request's id when it
 /// could be read, else `null`); `Ok(None)` is a blank line, which is skipped.
-pub(crate) fn parse(line: &str) -> Result<Option<Incoming>, (Value, RpcError)> {
+pub fn parse(line: &str) -> Result<Option<Incoming>, (Value, RpcError)> {
     if line.trim().is_empty() {
         return Ok(None);
     }
@@ -337,14 +358,16 @@ impl Backlog {
 }
 
 impl Outbox {
-    /// An outbox and the writer task that drains it to stdout, which ends at
-    /// [`Outbox::close`] or when stdout fails.
-    pub(crate) fn stdout() -> (Outbox, tokio::task::JoinHandle<()>) {
+    /// An outbox and the writer task that drains it to `stdout` (the client's input), which
+    /// ends at [`Outbox::close`] or when writing fails.
+    pub(crate) fn writer<W>(mut stdout: W) -> (Outbox, tokio::task::JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (sender, mut receiver) = mpsc::unbounded_channel::<Option<Value>>();
         let outbox = Outbox::over(sender);
         let backlog = Arc::clone(&outbox.backlog);
         let writer = tokio::spawn(async move {
-            let mut stdout = tokio::io::stdout();
             while let Some(Some(message)) = receiver.recv().await {
                 let mut line = message.to_string();
                 line.push('\n');

@@ -163,8 +163,10 @@ mod tests {
     use dsh_tools::ContextSource;
     use pretty_assertions::assert_eq;
 
+    /// A registry without the bash tool: its calls show the fallback cards, which a job's
+    /// notice extends as it extends any.
     fn registry() -> ToolRegistry {
-        crate::registry(true).0
+        ToolRegistry::new()
     }
 
     #[test]

@@ -2,10 +2,7 @@
 //! installed by npm into `target/` on first use): schemas, structured content, errors, a
 //! long-running call cancelled and timed out, `list_changed`, and no process left behind.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
+use crate::support;
 use dsh_tools::{FailureCode, ToolCall, ToolRegistry};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

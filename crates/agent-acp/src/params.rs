@@ -1,12 +1,11 @@
 //! The editor's params that need more than a field read: a session's working directory, its
-//! MCP servers as a `tool-mcp` configuration, and a prompt's content blocks as the user's
-//! words.
+//! MCP servers, and a prompt's content blocks as the user's words.
 
-use super::rpc::RpcError;
+use crate::host::{McpServer, McpTransport};
+use crate::rpc::RpcError;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tool_mcp::{HttpServer, McpConfig, ServerConfig, StdioServer};
 
 /// The session's `cwd`: an absolute path to a directory.
 pub(super) fn working_directory(params: &Value) -> Result<PathBuf, RpcError> {
@@ -23,10 +22,10 @@ pub(super) fn working_directory(params: &Value) -> Result<PathBuf, RpcError> {
     Ok(cwd)
 }
 
-/// The `mcpServers` of `session/new` or `session/load` as a `tool-mcp` configuration: stdio
-/// and HTTP servers (this agent does not announce SSE).
-pub(super) fn mcp_config(params: &Value) -> Result<McpConfig, RpcError> {
-    let mut config = McpConfig::default();
+/// The `mcpServers` of `session/new` or `session/load`, in the editor's order: stdio and HTTP
+/// servers (this agent does not announce SSE).
+pub(super) fn mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcError> {
+    let mut config = Vec::new();
     let servers = match &params["mcpServers"] {
         Value::Null => return Ok(config),
         Value::Array(servers) => servers,
@@ -77,20 +76,23 @@ pub(super) fn mcp_config(params: &Value) -> Result<McpConfig, RpcError> {
                         )));
                     }
                 };
-                let mut stdio = StdioServer::new(command, args);
-                stdio.env = pairs(&server["env"], "env")?;
-                ServerConfig::Stdio(stdio)
+                McpTransport::Stdio {
+                    command: command.to_owned(),
+                    args,
+                    env: pairs(&server["env"], "env")?,
+                }
             }
             Some("http") => {
-                let mut http = HttpServer::default();
-                http.url = server["url"]
+                let url = server["url"]
                     .as_str()
                     .ok_or_else(|| {
                         RpcError::invalid_params(format!("MCP server `{name}` needs a `url`"))
                     })?
                     .to_owned();
-                http.headers = pairs(&server["headers"], "headers")?;
-                ServerConfig::Http(http)
+                McpTransport::Http {
+                    url,
+                    headers: pairs(&server["headers"], "headers")?,
+                }
             }
             Some(other) => {
                 return Err(RpcError::invalid_params(format!(
@@ -98,7 +100,10 @@ pub(super) fn mcp_config(params: &Value) -> Result<McpConfig, RpcError> {
                 )));
             }
         };
-        config.servers.insert(name.to_owned(), entry);
+        config.push(McpServer {
+            name: name.to_owned(),
+            transport: entry,
+        });
     }
     Ok(config)
 }
@@ -151,33 +156,37 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_editors_mcp_servers_become_a_tool_mcp_configuration() {
-        let config = mcp_config(&json!({"mcpServers": [
+    fn the_editors_mcp_servers_are_read_in_their_order() {
+        let config = mcp_servers(&json!({"mcpServers": [
             {"name": "files", "command": "/usr/bin/fs", "args": ["/w"],
              "env": [{"name": "TOKEN", "value": "t"}]},
             {"type": "http", "name": "web", "url": "http://127.0.0.1:1/mcp",
              "headers": [{"name": "Authorization", "value": "Bearer x"}]}
         ]}))
         .unwrap();
-        let mut stdio = StdioServer::new("/usr/bin/fs", ["/w"]);
-        stdio.env.insert("TOKEN".into(), "t".into());
-        let mut http = HttpServer::default();
-        http.url = "http://127.0.0.1:1/mcp".into();
-        http.headers
-            .insert("Authorization".into(), "Bearer x".into());
-        let mut expected = McpConfig::default();
-        expected
-            .servers
-            .insert("files".into(), ServerConfig::Stdio(stdio));
-        expected
-            .servers
-            .insert("web".into(), ServerConfig::Http(http));
+        let expected = vec![
+            McpServer {
+                name: "files".into(),
+                transport: McpTransport::Stdio {
+                    command: "/usr/bin/fs".into(),
+                    args: vec!["/w".into()],
+                    env: BTreeMap::from([("TOKEN".into(), "t".into())]),
+                },
+            },
+            McpServer {
+                name: "web".into(),
+                transport: McpTransport::Http {
+                    url: "http://127.0.0.1:1/mcp".into(),
+                    headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+                },
+            },
+        ];
         assert_eq!(config, expected);
-        let refused = mcp_config(&json!({"mcpServers": [
+        let refused = mcp_servers(&json!({"mcpServers": [
             {"type": "sse", "name": "old", "url": "http://x", "headers": []}
         ]}))
         .unwrap_err();
-        assert_eq!(refused.code, crate::acp::rpc::INVALID_PARAMS);
+        assert_eq!(refused.code, crate::rpc::INVALID_PARAMS);
     }
 
     #[test]
@@ -194,10 +203,10 @@ mod tests {
         );
         let refused = prompt_text(&json!([{"type": "image", "data": "", "mimeType": "image/png"}]))
             .unwrap_err();
-        assert_eq!(refused.code, crate::acp::rpc::INVALID_PARAMS);
+        assert_eq!(refused.code, crate::rpc::INVALID_PARAMS);
         assert_eq!(
             prompt_text(&json!("words")).unwrap_err().code,
-            crate::acp::rpc::INVALID_PARAMS
+            crate::rpc::INVALID_PARAMS
         );
     }
 }

@@ -2,10 +2,7 @@
 //! `target/` on first use), through the registry: structured content, a domain failure, a
 //! destructive tool that asks first, and no process left behind.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
-
+use crate::support;
 use dsh_tools::{FailureCode, ToolRegistry};
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -1,108 +1,38 @@
-//! `dsh-agent acp`: the agent of an editor, over the Agent Client Protocol on stdio.
-//!
-//! The editor (the client) starts `dsh-agent acp` and speaks JSON-RPC on its stdin and stdout,
-//! one message per line. `initialize` states what this agent does; `session/new` opens a
-//! session of the store in the editor's working directory, with the MCP servers the editor
-//! passes connected through `tool-mcp`; `session/load` continues one from the store and
-//! replays its history as updates; `session/prompt` runs a turn with the configured model and
-//! streams it (`session/update`: message and thought chunks, tool calls and their results as
-//! cards projected by `presenters::acp`, background jobs' completion notices), asking the
-//! editor before each `bash` call (`session/request_permission`), the calls of a `run_code`
-//! program shown as tool calls of their own ([`nested`]); `session/cancel` and
-//! `$/cancel_request` cancel a prompt. A prompt sent while a background job's notice has a
-//! turn of its own waits for that turn, then has its own. `initialize` must come first, a
-//! message is at most [`rpc::MAX_MESSAGE_BYTES`] and [`rpc::MAX_MESSAGE_VALUES`] values, and
-//! malformed input gets a JSON-RPC error while the connection goes on. While
-//! [`rpc::MAX_UNWRITTEN`] messages wait for stdout, stdin is not read (backpressure). The end
-//! of stdin cancels every prompt, lets the sessions still opening open, answers everything
-//! read, then ends every session and stops its jobs.
-//!
-//! The protocol layer is written here on `serde_json` rather than taken from the
-//! `agent-client-protocol` crate: that crate's types turn on `serde_json`'s `preserve_order`,
-//! which Cargo would unify into every crate of the workspace (docs/design/lossless-json.md).
-//! The messages are checked against the official ACP schema and client in the tests instead.
+//! The connection: reads the client's lines, answers `initialize`, opens sessions through the
+//! host's [`SessionFactory`], runs prompts, and ends every session when the input ends.
 
-mod nested;
-mod params;
-mod permission;
-pub(crate) mod rpc;
-mod tasks;
-mod updates;
-
-use crate::Failure;
-use crate::cli::{AcpOptions, RunOptions};
-use crate::model::Model;
+use crate::host::{OpenError, SessionSetup, SessionTools};
+use crate::params::{mcp_servers, prompt_text, working_directory};
+use crate::rpc::{self, Incoming, Outbox, RpcError};
+use crate::tasks::Tasks;
+use crate::updates::{self, Mode, Projection};
+use crate::{AcpAgent, nested, permission};
 use agent_loop::{
-    Agent, AgentDirectory, EventRecord, FsSessionStore, ModelAdapter, SessionEndReason,
-    SessionEvent, SessionLease, SessionLog, SessionStore, StoreError, TurnEndReason,
+    Agent, AgentDirectory, EventRecord, ModelAdapter, SessionEndReason, SessionEvent, SessionLease,
+    SessionLog, StoreError, TurnEndReason,
 };
 use dsh_tools::jobs::JobRuntime;
-use params::{mcp_config, prompt_text, working_directory};
-use rpc::{Incoming, Outbox, RpcError};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tasks::Tasks;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
-use tool_mcp::{McpConfig, McpOptions, McpServers};
-use updates::{Mode, Projection};
 
 /// The ACP protocol version spoken.
 const PROTOCOL_VERSION: u64 = 1;
 
-/// What `dsh-agent acp` was started with.
-#[derive(Debug)]
-pub(crate) struct Config {
-    /// The run options that apply: the model, the system prompt, the sandbox, background jobs.
-    options: RunOptions,
-    /// Run calls without asking the editor.
-    no_ask: bool,
-}
-
-impl From<AcpOptions> for Config {
-    fn from(acp: AcpOptions) -> Config {
-        Config {
-            options: RunOptions {
-                script: acp.script,
-                model: acp.model,
-                base_url: acp.base_url,
-                api_key_env: acp.api_key_env,
-                no_stream: acp.no_stream,
-                ask: !acp.no_ask,
-                system: acp.system,
-                log: None,
-                cwd: None,
-                json: false,
-                no_background: acp.no_background,
-                no_code_mode: acp.no_code_mode,
-                mcp_config: Vec::new(),
-                sandbox: acp.sandbox,
-                wait_jobs: std::time::Duration::ZERO,
-                prompt: Vec::new(),
-            },
-            no_ask: acp.no_ask,
-        }
-    }
-}
-
-/// Serves one client on stdin and stdout until stdin ends.
-pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), Failure> {
-    if config.options.script.as_deref() == Some("-") {
-        return Err(Failure::new(
-            2,
-            "acp: --script - would read the script from stdin, which is the protocol's",
-        ));
-    }
-    let model = crate::model::select_model(&config.options)?;
-    let (outbox, writer) = Outbox::stdout();
+/// Serves one client reading `input` and writing `output` until `input` ends.
+pub(crate) async fn serve<R, W>(agent: AcpAgent, input: R, output: W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outbox, writer) = Outbox::writer(output);
     let server = Arc::new(Server {
         outbox: outbox.clone(),
-        store,
-        adapter: model.adapter(),
-        remote: matches!(model, Model::Remote(_)),
-        config,
+        config: agent,
         sessions: Mutex::default(),
         loading: Mutex::default(),
         initialized: AtomicBool::new(false),
@@ -111,7 +41,7 @@ pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), F
         answering: Tasks::default(),
         closing: AtomicBool::new(false),
     });
-    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut stdin = tokio::io::BufReader::new(input);
     let mut line = Vec::new();
     loop {
         // Backpressure: while the client leaves the answers unread, its input is not read.
@@ -144,15 +74,12 @@ pub(crate) async fn serve(config: Config, store: FsSessionStore) -> Result<(), F
     drop(server);
     drop(outbox);
     let _ = writer.await;
-    Ok(())
 }
 
 struct Server {
     outbox: Outbox,
-    store: FsSessionStore,
-    adapter: Arc<dyn ModelAdapter>,
-    remote: bool,
-    config: Config,
+    /// The host's model, store, session factory and choices.
+    config: AcpAgent,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// The sessions a `session/load` on this connection is opening: a second load of one is
     /// told so before it looks at the store, whose lock the first holds (perhaps not yet with
@@ -205,7 +132,8 @@ struct Session {
     agent: Agent,
     jobs: JobRuntime,
     lease: Mutex<Option<SessionLease>>,
-    mcp: Option<McpServers>,
+    /// The host's work when the session ends.
+    on_end: Mutex<Option<crate::host::OnEnd>>,
     /// The message of the last model error, which fails the prompt that saw it.
     model_error: Arc<Mutex<Option<String>>>,
     /// Whether a prompt of the editor's is being answered (ACP allows one at a time).
@@ -224,7 +152,7 @@ impl Server {
             Ok(Some(Incoming::Response { id, outcome })) => self.outbox.answer(&id, outcome),
             Ok(Some(Incoming::Notification { method, params })) => self.notified(&method, &params),
             Ok(Some(Incoming::Request { id, method, params })) if method == "initialize" => {
-                let outcome = initialize(&params);
+                let outcome = initialize(&params, &self.config.name, &self.config.version);
                 if outcome.is_ok() {
                     self.initialized.store(true, Ordering::SeqCst);
                 }
@@ -384,8 +312,9 @@ impl Server {
 
     async fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = working_directory(params)?;
-        let servers = mcp_config(params)?;
+        let servers = mcp_servers(params)?;
         let lease = self
+            .config
             .store
             .create(&cwd)
             .map_err(|e| RpcError::internal(format!("cannot create the session: {e}")))?;
@@ -399,7 +328,7 @@ impl Server {
             .as_str()
             .ok_or_else(|| RpcError::invalid_params("`sessionId` must be a string"))?;
         let cwd = working_directory(params)?;
-        let servers = mcp_config(params)?;
+        let servers = mcp_servers(params)?;
         let already_open =
             || RpcError::invalid_params(format!("session {id} is already open on this connection"));
         if self.session(id).is_ok() {
@@ -417,7 +346,7 @@ impl Server {
             server: self,
             id: id.to_owned(),
         };
-        let resumed = self.store.resume(id).map_err(|error| match error {
+        let resumed = self.config.store.resume(id).map_err(|error| match error {
             StoreError::NotFound { .. } | StoreError::InvalidId { .. } => unknown_session(id),
             // A load of the same session still opening holds its lock.
             StoreError::SessionInUse { pid, .. } if pid == std::process::id() => already_open(),
@@ -430,53 +359,46 @@ impl Server {
         Ok(json!({}))
     }
 
-    /// Starts the agent of a session: the tools over the session's working directory and
-    /// sandbox, the editor's MCP servers, approvals through the editor, and the history
-    /// replayed to the editor when continuing.
+    /// Starts the agent of a session: the host's tools for the session's working directory,
+    /// the editor's MCP servers and the nested calls announced, approvals through the editor,
+    /// and the history replayed to the editor when continuing.
     async fn open(
         &self,
         mut lease: SessionLease,
         history: Option<SessionLog>,
         cwd: PathBuf,
-        servers: McpConfig,
+        servers: Vec<crate::host::McpServer>,
     ) -> Result<(), RpcError> {
-        let options = &self.config.options;
         let session_id = lease.id().to_owned();
         // A session `session/new` made that fails to open is discarded, not left crashed.
         lease.set_discard_on_drop(true);
-        let (executor, sandbox, launcher) = crate::tools::shell_executor(
-            options.sandbox.as_deref(),
-            &cwd,
-            Some(lease.spill_dir()),
-            Some(self.store.root()),
-        )
-        .map_err(|f| RpcError::internal(f.message))?;
-        let (registry, jobs) = crate::tools::registry_with(!options.no_background, executor);
+        let setup = SessionSetup {
+            session_id: session_id.clone(),
+            cwd: cwd.clone(),
+            spill_dir: lease.spill_dir().to_owned(),
+            mcp_servers: servers,
+            resumed: history.is_some(),
+        };
+        let SessionTools {
+            registry,
+            jobs,
+            sandbox,
+            system_prompt,
+            on_end,
+        } = self
+            .config
+            .sessions
+            .open(setup)
+            .await
+            .map_err(|error| match error {
+                OpenError::InvalidParams(why) => RpcError::invalid_params(why),
+                OpenError::Internal(why) => RpcError::internal(why),
+            })?;
         nested::announce(&registry, self.outbox.clone(), &session_id)
             .map_err(RpcError::internal)?;
-        if !self.config.no_ask {
-            permission::install(&registry, self.outbox.clone(), &session_id)
+        if let Some(asked) = &self.config.asked {
+            permission::install(&registry, asked, self.outbox.clone(), &session_id)
                 .map_err(RpcError::internal)?;
-        }
-        let mcp = if servers.servers.is_empty() {
-            None
-        } else {
-            let mut mcp_options = McpOptions::default();
-            mcp_options.base_dir = Some(cwd.clone());
-            // `--no-ask` runs every call without asking the editor, the MCP servers' too.
-            mcp_options.approve_destructive = !self.config.no_ask;
-            // The editor's stdio servers start in the session's sandbox, as `.mcp.json`'s do.
-            mcp_options.launcher = launcher;
-            Some(
-                McpServers::start(registry.global_scope(), &servers, mcp_options)
-                    .await
-                    .map_err(|e| RpcError::invalid_params(format!("the MCP servers: {e}")))?,
-            )
-        };
-        // Registered last, as in `run`, so that its description declares every other tool.
-        if !options.no_code_mode {
-            tool_code::register_run_code(&registry, tool_code::CodeModeLimits::default())
-                .map_err(|e| RpcError::internal(format!("registering run_code: {e}")))?;
         }
         let projection = Arc::new(Mutex::new(Projection::new(
             registry.clone(),
@@ -519,21 +441,20 @@ impl Server {
             }
         };
         let adapter = Arc::new(Streamed {
-            inner: Arc::clone(&self.adapter),
+            inner: Arc::clone(&self.config.adapter),
             outbox: self.outbox.clone(),
             session_id: session_id.clone(),
         });
         let mut builder = Agent::builder(registry.clone(), adapter);
-        if self.remote {
-            builder = builder.system_prompt(
-                crate::model::system_prompt(options, &registry, &cwd)
-                    .map_err(|f| RpcError::internal(f.message))?,
-            );
+        if let Some(system) = system_prompt {
+            builder = builder.system_prompt(system);
+        }
+        if let Some(sandbox) = sandbox {
+            builder = builder.sandbox(sandbox);
         }
         let mut builder = builder
             .cwd(cwd)
             .jobs(jobs.clone())
-            .sandbox(sandbox)
             .subscriber(subscriber)
             .session_id(session_id.clone())
             .session_log(&lease);
@@ -556,7 +477,7 @@ impl Server {
                     agent,
                     jobs,
                     lease: Mutex::new(Some(lease)),
-                    mcp,
+                    on_end: Mutex::new(on_end),
                     model_error,
                     prompting: AtomicBool::new(false),
                     _directory: directory,
@@ -631,8 +552,9 @@ impl Server {
         Ok(json!({"stopReason": stop}))
     }
 
-    /// Ends every session: running turns cancelled, jobs stopped, MCP servers shut down, the
-    /// session recorded as ended and its lease released.
+    /// Ends every session: running turns cancelled, jobs stopped, the session recorded as
+    /// ended, the host's work for its end run (e.g. its MCP servers shut down) and its lease
+    /// released.
     async fn shutdown(&self) {
         // No prompt begins any more, and none waiting for a notice's turn begins one: each
         // is cancelled and answered before its session is disposed.
@@ -661,8 +583,13 @@ impl Server {
             session.agent.dispose().await;
             session.jobs.teardown().await;
             session.agent.end_session(SessionEndReason::Completed);
-            if let Some(mcp) = &session.mcp {
-                mcp.shutdown().await;
+            let on_end = session
+                .on_end
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(end) = on_end {
+                end().await;
             }
             drop(
                 session
@@ -692,7 +619,7 @@ fn unknown_session(id: &str) -> RpcError {
 
 /// `initialize`: the protocol version (ours, whatever the client asked for, which it checks)
 /// and what this agent does.
-fn initialize(params: &Value) -> Result<Value, RpcError> {
+fn initialize(params: &Value, name: &str, version: &str) -> Result<Value, RpcError> {
     if !params["protocolVersion"].is_u64() {
         return Err(RpcError::invalid_params(
             "`protocolVersion` must be a whole number",
@@ -709,7 +636,7 @@ fn initialize(params: &Value) -> Result<Value, RpcError> {
             "auth": {},
         },
         "authMethods": [],
-        "agentInfo": {"name": "dsh-agent", "title": "dsh-agent", "version": env!("CARGO_PKG_VERSION")},
+        "agentInfo": {"name": name, "title": name, "version": version},
     }))
 }
 
