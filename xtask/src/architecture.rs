@@ -21,7 +21,8 @@ mod tests {
         ("mock-adapter", &["agent-loop", "dsh-tools"]),
         ("tool-bash", &["dsh-tools", "presenters"]),
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
-        // The MCP client registers servers' tools; it spawns no shell, so not `tool-bash`.
+        // The MCP client registers servers' tools, and its server (the `server` feature)
+        // serves any registry's; it spawns no shell, so not `tool-bash`.
         ("tool-mcp", &["dsh-tools"]),
         // A background producer that is not bash: the job tools from `tool-bash` without its
         // local executor, over the jobs runtime of `dsh-tools`.
@@ -31,6 +32,10 @@ mod tests {
         // Code Mode's runtime dispatches nested calls through the registry alone; the tools
         // it calls (bash among them) are whatever the host registered.
         ("tool-code", &["dsh-tools"]),
+        // The ACP agent: sessions of the agent loop, cards projected by the presenters, the
+        // registry's approval flow. The tools, the model and the sandbox are the host's, so
+        // no tool crate and no adapter.
+        ("agent-acp", &["agent-loop", "presenters", "dsh-tools"]),
     ];
 
     /// The crate of shared test fixtures: unpublished, and a dev-dependency only, of every
@@ -53,6 +58,7 @@ mod tests {
         "bench",
         "echo-agent",
         "embed-agent",
+        "tool-host",
         "dsh-agent",
         "downstream-check",
     ];
@@ -220,7 +226,7 @@ mod tests {
     }
 
     /// Architecture invariant: `presenters` is pure (its source is checked by
-    /// crates/presenters/tests/boundaries.rs).
+    /// crates/presenters/tests/presenters/boundaries.rs).
     #[test]
     fn presenters_normal_dependencies_are_pure() {
         assert_eq!(impure(workspace()), Vec::<String>::new());

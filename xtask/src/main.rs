@@ -2,7 +2,8 @@
 //! once, in [`USAGE`] (`cargo xtask help` prints it).
 //!
 //! The modules: `drift` (`drift-check`) with `generate` (the generated doc regions), `tidy`
-//! (`tidy`), `vendor` (`vendor-docs`), `snapshots` (`snapshots`), `mutants` (`mutants`), and
+//! (`tidy`), `vendor` (`vendor-docs`), `snapshots` (`snapshots`), `mutants` (`mutants`),
+//! `setup` (`setup`), and
 //! two test-only modules that check the workspace against `cargo metadata`: `architecture`
 //! (dependency direction, purity, features, test support) and `publishing` (what a published
 //! crate carries).
@@ -14,6 +15,7 @@ mod drift;
 mod generate;
 mod mutants;
 mod publishing;
+mod setup;
 mod snapshots;
 mod tidy;
 mod vendor;
@@ -26,14 +28,18 @@ use std::process::Command;
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
+  setup [--ci]                   install what the tests need when it is missing (bubblewrap,
+                                 node and npm, through apt-get, with sudo when not root);
+                                 --ci adds the cross targets and the AArch64 C compiler
   drift-check [--bless]          check (or rewrite) the generated regions of the docs, the
                                  bilingual pairs and the cookbook wiring
   drift-check --vendor DIR       check a downstream project's vendored docs against the
                                  dsh-tools version its Cargo.lock resolves
   tidy [--root DIR]              check (this checkout, or the one at DIR) that the docs' test names and section links resolve,
                                  nothing cites a document outside the repository, no Rust
-                                 file is over 800 lines without a reason, and no module
-                                 imports one that imports it back
+                                 file is over 800 lines without a reason, no module
+                                 imports one that imports it back, and every crate under
+                                 crates/ holds the unsafe budget its crate docs state
   vendor-docs DEST               write the docs with a VERSION stamp and content hashes
   snapshots --references FILE    fail on committed snapshots no test used (run the tests with
                                  INSTA_SNAPSHOT_REFERENCES_FILE=FILE first)
@@ -71,6 +77,11 @@ fn main() -> Result<()> {
                 None => check_drift(&root, bless),
             }
         }
+        Some("setup") => match args.get(1).map(String::as_str) {
+            None => setup::run(false),
+            Some("--ci") => setup::run(true),
+            Some(other) => bail!("unknown setup option `{other}`\n\n{USAGE}"),
+        },
         Some("tidy") => {
             let checkout = match (args.get(1).map(String::as_str), args.get(2)) {
                 (None, _) => root,
@@ -85,7 +96,7 @@ fn main() -> Result<()> {
                 bail!("tidy: {} finding(s)", findings.len());
             }
             println!(
-                "tidy: the docs' tests and sections resolve, nothing cites an outside document, the files keep their budget, no import circles"
+                "tidy: the docs' tests and sections resolve, nothing cites an outside document, the files keep their budget, no import circles, every crate holds its unsafe budget"
             );
             Ok(())
         }

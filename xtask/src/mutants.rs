@@ -51,7 +51,8 @@ pub(crate) const CRITICAL: &[Critical] = &[
         file: "crates/tool-bash/src/output.rs",
         package: "tool-bash",
         holds: "output windows, incremental reads, skip notes, spill",
-        fast_set: &["--lib", "--test=collector_model"],
+        // The collector's model test is a module of the crate's one test binary.
+        fast_set: &["--lib", "--test=tool_bash"],
     },
     Critical {
         file: "crates/dsh-tools/src/schema/validate.rs",
@@ -63,13 +64,13 @@ pub(crate) const CRITICAL: &[Critical] = &[
         file: "crates/dsh-tools/src/jobs/runtime.rs",
         package: "dsh-tools",
         holds: "job settlement",
-        fast_set: &["--test=jobs"],
+        fast_set: &["--test=dsh_tools"],
     },
     Critical {
         file: "crates/dsh-tools/src/jobs/notice.rs",
         package: "dsh-tools",
         holds: "exactly-once completion notices",
-        fast_set: &["--test=jobs"],
+        fast_set: &["--test=dsh_tools"],
     },
     Critical {
         file: "crates/dsh-tools/src/pipeline.rs",
@@ -77,15 +78,7 @@ pub(crate) const CRITICAL: &[Critical] = &[
         holds: "the order of the execution stages",
         // The targets of the recorded run (docs/reliability.md): the stage order shows in
         // cancellation, policy, argument limits, spans and presentation as well.
-        fast_set: &[
-            "--lib",
-            "--test=pipeline",
-            "--test=cancellation",
-            "--test=policy",
-            "--test=argument_limit",
-            "--test=spans",
-            "--test=presentation",
-        ],
+        fast_set: &["--lib", "--test=dsh_tools", "--test=spans"],
     },
     Critical {
         file: "crates/agent-loop/src/agent/mod.rs",
@@ -496,7 +489,7 @@ mod tests {
         file: "crates/tool-bash/src/output.rs",
         package: "tool-bash",
         holds: "output windows",
-        fast_set: &["--lib", "--test=collector_model"],
+        fast_set: &["--lib", "--test=tool_bash"],
     };
 
     #[test]
@@ -521,7 +514,7 @@ mod tests {
                 "--timeout",
                 "120",
                 "--cargo-arg=--lib",
-                "--cargo-arg=--test=collector_model",
+                "--cargo-arg=--test=tool_bash",
                 "--output",
                 "target/mutants/out",
             ]

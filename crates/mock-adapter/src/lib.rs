@@ -34,6 +34,8 @@
 //!
 //! It deliberately does not simulate a provider's HTTP behaviour; it drives the `ModelAdapter`
 //! seam directly.
+//!
+//! Unsafe budget: 0 — none.
 
 #![deny(missing_docs)]
 

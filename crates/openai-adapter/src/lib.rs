@@ -74,6 +74,8 @@
 //! );
 //! # Ok::<(), openai_adapter::AdapterError>(())
 //! ```
+//!
+//! Unsafe budget: 0 — none.
 
 /// The README's example, compiled and run by `cargo test --doc`.
 #[cfg(doctest)]

@@ -14,6 +14,8 @@
 //!
 //! Helpers that only one test suite uses stay in that suite's `tests/support/`. The modules:
 //! `agent` holds [`RecordingAgent`], `tools` the tools, `memory` the peak-memory pair.
+//!
+//! Unsafe budget: 0 — none.
 
 // A fixture that cannot be built is a broken test, and a panic says so where it happens.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -47,6 +47,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Unsafe budget: 12 — QuickJS's C API, where rquickjs has no safe call for it.
+//! `engine` loads the prelude's own bytecode (one block); `plain` reads plain values through
+//! class ids and property descriptors, so that no program code runs (eleven), each block with
+//! its `SAFETY` argument.
 
 #![deny(missing_docs)]
 

@@ -497,6 +497,9 @@ impl Drop for IndexAtom<'_, '_> {
 }
 
 #[cfg(test)]
+mod equivalence;
+
+#[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;

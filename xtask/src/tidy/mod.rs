@@ -11,12 +11,15 @@
 //!   reason on a `Size:` comment line.
 //! - `imports`: no file of a crate imports a file that imports it back, however long the
 //!   circle (a module directory's `mod.rs` and its children are one unit).
+//! - `unsafe_budget`: every crate under `crates/` states its `unsafe` budget on a
+//!   `//! Unsafe budget: N — reason` line of its crate docs, and holds exactly N.
 
 mod external;
 mod imports;
 mod links;
 mod names;
 mod size;
+mod unsafe_budget;
 
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,6 +117,7 @@ pub(crate) fn check(tree: &Tree) -> Vec<String> {
     findings.extend(external::check(tree));
     findings.extend(size::check(tree));
     findings.extend(imports::check(tree));
+    findings.extend(unsafe_budget::check(tree));
     findings
 }
 

@@ -2,12 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../dsh-tools/tests/support/npm.rs"]
-mod npm;
-#[path = "../../dsh-tools/tests/support/typescript.rs"]
+#[path = "../../../dsh-tools/tests/support/typescript.rs"]
 mod typescript;
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -136,12 +134,12 @@ fn scratch() -> tempfile::TempDir {
 }
 
 #[test]
-fn a_logged_session_replays_one_card_per_tool_call() {
+fn a_logged_session_replays_one_card_per_tool_call_with_cards() {
     let dir = scratch();
     let log = dir.path().join("session.jsonl");
     let output = dsh_agent(&["run", "--log", log.to_str().unwrap()], None);
     assert!(output.status.success(), "{}", stderr(&output));
-    let replayed = dsh_agent(&["replay", log.to_str().unwrap()], None);
+    let replayed = dsh_agent(&["replay", "--cards", log.to_str().unwrap()], None);
     assert!(replayed.status.success(), "{}", stderr(&replayed));
     let text = stdout(&replayed);
     assert_eq!(
@@ -199,6 +197,7 @@ fn schemas_are_byte_identical_across_runs() {
             ("job_kill", &["job_id"]),
             ("job_list", &[]),
             ("job_output", &["job_id"]),
+            ("run_code", &["code"]),
         ],
     );
     check_schemas(
@@ -217,6 +216,8 @@ fn schemas_are_byte_identical_across_runs() {
             ("job_kill", &["job_id"]),
             ("job_list", &[]),
             ("job_output", &["job_id", "wait", "timeout_ms"]),
+            // A raw schema: sent as declared, having no strict projection.
+            ("run_code", &["code"]),
         ],
     );
 }
@@ -344,4 +345,179 @@ void main;
     let (ok, log) =
         typescript::check(&[&dir.path().join("sdk.d.ts"), &dir.path().join("program.ts")]);
     assert!(ok, "{log}");
+}
+
+/// What `chat`, `resume` and `run PROMPT` say first on stderr when no model is configured.
+const NO_MODEL: &str = "dsh-agent: no model is configured, so the embedded demo script plays instead of answering (set one with --model PROVIDER:MODEL or DSH_MODEL=PROVIDER:MODEL)";
+
+#[test]
+fn without_a_model_chat_and_a_prompted_run_say_the_demo_plays_and_how_to_set_one() {
+    let chat = dsh_agent(&["chat", "--no-ask"], Some("list my files\n"));
+    let errors = stderr(&chat);
+    assert_eq!(errors.lines().next(), Some(NO_MODEL), "{errors}");
+    let run = dsh_agent(&["run", "list my files"], None);
+    assert_eq!(
+        stderr(&run).lines().next(),
+        Some(NO_MODEL),
+        "{}",
+        stderr(&run)
+    );
+    // The tour asked for, and a script asked for, play without a word.
+    let tour = dsh_agent(&["run"], None);
+    assert!(!stderr(&tour).contains("no model"), "{}", stderr(&tour));
+}
+
+#[test]
+fn without_a_model_resume_says_the_demo_plays_or_that_there_is_nothing_to_resume() {
+    let dir = scratch();
+    let store = dir.path().join("sessions");
+    let in_store = |args: &[&str]| {
+        support::command(args, &[("DSH_SESSION_DIR", store.to_str().unwrap())])
+            .output()
+            .unwrap()
+    };
+    let script = write_script(dir.path(), r#"{"steps": [{"text": "hi"}]}"#);
+    let first = in_store(&["run", "--script", script.to_str().unwrap()]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let id = stdout(&first).split_whitespace().nth(1).unwrap().to_owned();
+    let output = in_store(&["resume", &id]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: nothing to resume: no model is configured (set one with --model PROVIDER:MODEL or DSH_MODEL=PROVIDER:MODEL) and no prompt was given\n"
+        )
+    );
+    // With a script but no prompt, and no notice waiting: nothing happens, and that is said.
+    let empty = write_script(dir.path(), r#"{"steps": []}"#);
+    let output = in_store(&["resume", &id, "--script", empty.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "dsh-agent: nothing to resume: no notice of session {id} waits for the model; give a prompt to continue it\n"
+        )
+    );
+    let output = in_store(&["resume", &id, "--wait-jobs", "0", "go on"]);
+    assert_eq!(
+        stderr(&output).lines().next(),
+        Some(NO_MODEL),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn the_help_of_chat_and_resume_says_what_no_prompt_means_there() {
+    let help = |command: &str| stdout(&dsh_agent(&[command, "--help"], None));
+    let (chat, resume, run) = (help("chat"), help("resume"), help("run"));
+    for (text, expected) in [
+        (
+            &chat,
+            "Default: none; the first line you type is the first turn",
+        ),
+        (
+            &resume,
+            "Default: none; the notices waiting for the model get their turn",
+        ),
+        (&run, "Default: the demo's prompt"),
+    ] {
+        assert!(text.contains(expected), "no {expected:?} in:\n{text}");
+    }
+    assert!(!chat.contains("the demo's prompt"), "{chat}");
+    assert!(!resume.contains("the demo's prompt"), "{resume}");
+}
+
+/// Global options (`-v`, `-q`, `--session-dir`, `--retention`) are grouped under a heading of
+/// their own on every page, after the subcommand's own options.
+#[test]
+fn global_options_are_grouped_apart_from_each_subcommands_own() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["chat", "--help"],
+        &["resume", "--help"],
+        &["replay", "--help"],
+        &["schemas", "--help"],
+        &["sessions", "list", "--help"],
+    ] {
+        let page = stdout(&dsh_agent(args, None));
+        let (own, global) = page
+            .split_once("\nGlobal options:\n")
+            .unwrap_or_else(|| panic!("{args:?}: no global options heading in:\n{page}"));
+        for option in ["--verbose", "--quiet", "--session-dir", "--retention"] {
+            assert!(
+                !own.contains(option),
+                "{args:?} lists {option} with its own:\n{page}"
+            );
+            assert!(global.contains(option), "{args:?}: no {option} in:\n{page}");
+        }
+    }
+    // They still work after the subcommand.
+    let output = dsh_agent(&["schemas", "-q", "--session-dir", "/nonexistent"], None);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// `schemas` prints what `run` and `chat` offer, `run_code` included unless --no-code-mode;
+/// `sdk` prints exactly the declarations `run_code`'s description embeds.
+#[test]
+fn schemas_include_run_code_and_the_sdk_is_what_it_embeds() {
+    let output = dsh_agent(&["schemas"], None);
+    let schemas: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let run_code = schemas
+        .iter()
+        .find(|s| s["name"] == "run_code")
+        .unwrap_or_else(|| panic!("no run_code in {schemas:?}"));
+    let sdk = stdout(&dsh_agent(&["sdk"], None));
+    assert!(
+        run_code["description"].as_str().unwrap().contains(&sdk),
+        "the sdk is not what run_code embeds:\n{sdk}"
+    );
+    let output = dsh_agent(&["schemas", "--no-code-mode"], None);
+    let schemas: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        schemas.iter().all(|s| s["name"] != "run_code"),
+        "{schemas:?}"
+    );
+}
+
+/// `replay` shows what `run` showed: the same lines, prompt, text, thinking, notices and turn
+/// ends included; `--cards` shows only the cards.
+#[test]
+fn replay_shows_what_run_showed_and_cards_only_with_cards() {
+    let dir = scratch();
+    let log = dir.path().join("session.jsonl");
+    let output = dsh_agent(&["run", "--log", log.to_str().unwrap()], None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let replayed = dsh_agent(&["replay", log.to_str().unwrap()], None);
+    assert!(replayed.status.success(), "{}", stderr(&replayed));
+    pretty_assertions::assert_eq!(stdout(&replayed), stdout(&output));
+    let cards = stdout(&dsh_agent(
+        &["replay", "--cards", log.to_str().unwrap()],
+        None,
+    ));
+    assert!(cards.starts_with("session "), "{cards}");
+    assert!(
+        !cards.contains("agent ›") && !cards.contains("— turn ended"),
+        "{cards}"
+    );
+    assert_eq!(
+        cards.lines().filter(|l| l.starts_with("▶ ")).count(),
+        5,
+        "{cards}"
+    );
+}
+
+/// A foreground `bash` card names its command once: in the call line, not again above the
+/// output.
+#[test]
+fn a_foreground_bash_card_shows_its_command_once() {
+    let output = dsh_agent(&["run"], None);
+    let text = stdout(&output);
+    assert_eq!(
+        text.matches("$ echo \"hello from dsh-rs\" && uname -s")
+            .count(),
+        1,
+        "{text}"
+    );
 }

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -256,6 +256,9 @@ fn background_script(dir: &std::path::Path) -> String {
 const STILL_RUNNING: &str =
     "dsh-agent: 1 background job still running after the session: bash-1 (sleep 30)";
 
+/// What is said at once while the program waits for the job of [`background_script`].
+const WAITING: &str = "dsh-agent: waiting for 1 background job: bash-1 (sleep 30)";
+
 #[test]
 fn jobs_left_running_are_named_at_once_and_stopped_when_the_wait_runs_out() {
     let dir = scratch();
@@ -272,14 +275,60 @@ fn jobs_left_running_are_named_at_once_and_stopped_when_the_wait_runs_out() {
     assert_eq!(
         stderr(&output),
         format!(
-            "{STILL_RUNNING}; waiting up to 300ms for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n\
-             dsh-agent: stopping 1 background job (the wait ran out): bash-1\n"
+            "{WAITING} (up to 300ms; Ctrl-C stops it now; --wait-jobs sets the wait)\n\
+             {STILL_RUNNING}; stopping it now (the wait ran out)\n"
         )
     );
     assert_eq!(output.status.code(), Some(4));
     assert!(
         started.elapsed() < Duration::from_secs(25),
         "waited for the job to end by itself"
+    );
+}
+
+/// A job whose end opens a turn is part of the session: while it runs the program says it
+/// waits for it, never that the session has ended.
+#[test]
+fn a_job_whose_notice_continues_the_session_is_not_said_to_outlive_it() {
+    let dir = scratch();
+    let steps = json!([
+        { "toolCalls": [ { "id": "c1", "name": "bash", "arguments": {
+            "command": "while [ ! -e go ]; do sleep 0.01; done",
+            "description": "Wait for the go",
+            "run_in_background": true
+        } } ] },
+        text_step("Started."),
+        text_step("Seen."),
+    ]);
+    let script = write_script(dir.path(), steps);
+    let mut child = support::command(
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .spawn()
+    .unwrap();
+    let mut errors = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    errors.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("dsh-agent: waiting for 1 background job: bash-1 ("),
+        "{line}"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    errors.read_to_string(&mut line).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{line}");
+    assert!(!line.contains("after the session"), "{line}");
+    assert!(
+        stdout(&output).contains("agent › Seen."),
+        "{}",
+        stdout(&output)
     );
 }
 
@@ -299,7 +348,7 @@ fn ctrl_c_stops_a_wait_of(wait: &str, announced: &str) {
     // Said while the job still runs, not after the wait.
     assert!(line.starts_with(announced), "{wait}: {line}");
     assert!(
-        line.ends_with(" for it (Ctrl-C stops it now; --wait-jobs sets the wait)\n"),
+        line.ends_with("; Ctrl-C stops it now; --wait-jobs sets the wait)\n"),
         "{wait}: {line}"
     );
     let sent = std::process::Command::new("kill")
@@ -311,7 +360,8 @@ fn ctrl_c_stops_a_wait_of(wait: &str, announced: &str) {
     errors.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(
-        rest, "dsh-agent: stopping 1 background job (interrupted): bash-1\n",
+        rest,
+        format!("{STILL_RUNNING}; stopping it now (interrupted)\n"),
         "{wait}"
     );
     assert_eq!(status.code(), Some(4), "{wait}");
@@ -320,7 +370,7 @@ fn ctrl_c_stops_a_wait_of(wait: &str, announced: &str) {
 
 #[test]
 fn ctrl_c_during_the_wait_stops_the_jobs() {
-    ctrl_c_stops_a_wait_of("1h", &format!("{STILL_RUNNING}; waiting up to 1h for it"));
+    ctrl_c_stops_a_wait_of("1h", &format!("{WAITING} (up to 1h;"));
 }
 
 /// A wait longer than the clock can count (the largest humantime takes) is a wait without
@@ -329,6 +379,6 @@ fn ctrl_c_during_the_wait_stops_the_jobs() {
 fn a_wait_too_long_to_count_waits_until_ctrl_c() {
     ctrl_c_stops_a_wait_of(
         "500000000000years",
-        &format!("{STILL_RUNNING}; waiting up to 500000000000years"),
+        &format!("{WAITING} (up to 500000000000years;"),
     );
 }

@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
-#[path = "../../tool-mcp/tests/support/processes.rs"]
-mod processes;
+use crate::processes;
 
 use processes::{MARK_VAR, marked_processes, wait_gone};
 
@@ -118,8 +117,7 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
     tokio::task::block_in_place(|| wait_gone(&mark));
 }
 
-#[path = "../../dsh-tools/tests/support/npm.rs"]
-mod npm;
+use crate::npm;
 
 #[test]
 fn run_with_a_script_calls_a_tool_of_a_server_from_mcp_json() {

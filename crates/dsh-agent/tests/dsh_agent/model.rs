@@ -8,11 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/mock_llm.rs"]
+#[path = "../support/mock_llm.rs"]
 mod mock_llm;
-#[path = "../../dsh-tools/tests/support/npm.rs"]
-mod npm;
-mod support;
+use crate::support;
 
 use mock_llm::MockLlm;
 use pretty_assertions::assert_eq;
@@ -301,6 +299,84 @@ fn chat_runs_a_turn_per_line_and_ctrl_c_cancels_only_the_running_turn() {
     let all = [seen, rest].concat().join("\n");
     assert!(all.contains("(thinking) Greet back."), "{all}");
     assert_eq!(all.matches("— turn ended: completed").count(), 2, "{all}");
+}
+
+/// `chat` at its prompt when a job's notice opens a turn: the turn starts on a line of its
+/// own, and a fresh prompt follows it.
+#[test]
+fn chat_prompts_again_after_a_turn_a_notice_opened() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        r#"{ "steps": [
+            { "toolCalls": [ { "id": "c1", "name": "bash", "arguments": {
+                "command": "while [ ! -e go ]; do sleep 0.01; done",
+                "description": "Wait for the go", "run_in_background": true } } ] },
+            { "text": "Started." },
+            { "text": "Seen." }
+        ] }"#,
+    )
+    .unwrap();
+    let mut child = support::command(
+        &[
+            "chat",
+            "--no-ask",
+            "--script",
+            script.to_str().unwrap(),
+            "--cwd",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .stdin(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    // A prompt that never comes fails the test instead of hanging it.
+    let (done, watchdog) = std::sync::mpsc::channel::<()>();
+    let pid = child.id().to_string();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            watchdog.recv_timeout(std::time::Duration::from_secs(60))
+        {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid])
+                .status();
+        }
+    });
+    let mut seen = Vec::new();
+    // Reads until the text ends with `suffix` (a prompt ends no line).
+    let mut read_until = |suffix: &str, seen: &mut Vec<u8>| {
+        let mut byte = [0u8; 1];
+        while !String::from_utf8_lossy(seen).ends_with(suffix) {
+            let n = out.read(&mut byte).unwrap();
+            assert_ne!(
+                n,
+                0,
+                "never saw {suffix:?} in:\n{}",
+                String::from_utf8_lossy(seen)
+            );
+            seen.push(byte[0]);
+        }
+    };
+    stdin.write_all(b"start the job\n").unwrap();
+    read_until("agent › Started.\n", &mut seen);
+    read_until("you › ", &mut seen);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    read_until("agent › Seen.\n", &mut seen);
+    read_until("— turn ended: completed after 1 step(s)\nyou › ", &mut seen);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    drop(done);
+    let text = String::from_utf8_lossy(&seen);
+    assert!(
+        !text.contains("you › •"),
+        "the notice's turn began on the prompt's line:\n{text}"
+    );
 }
 
 /// What a [`Loopback`] server answers one connection with.

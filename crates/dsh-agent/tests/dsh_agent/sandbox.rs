@@ -4,7 +4,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -283,7 +283,7 @@ fn the_harness_environment_keeps_no_secret_a_command_can_read() {
     }
 }
 
-#[path = "../../tool-bash/tests/support/escapees.rs"]
+#[path = "../../../tool-bash/tests/support/escapees.rs"]
 mod escapees;
 
 /// How long the processes of a stopped server may take to be gone.
@@ -355,5 +355,19 @@ fn what_a_stdio_mcp_server_starts_is_killed_when_the_host_dies_sandboxed_or_not(
         session.kill().unwrap();
         session.wait().unwrap();
         escapees::assert_gone(&processes, GONE_BOUND);
+    }
+}
+
+/// A mode that is not one of the three is a usage error naming them, whichever command.
+#[test]
+fn a_sandbox_mode_that_is_not_one_of_the_three_is_a_usage_error() {
+    for command in ["run", "chat", "mcp", "acp"] {
+        let output = support::run(&[command, "--sandbox", "full-access"]);
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        assert_eq!(
+            support::stderr(&output),
+            "error: invalid value 'full-access' for '--sandbox <MODE>'\n  [possible values: read-only, workspace-write, off]\n\nFor more information, try '--help'.\n",
+            "{command}"
+        );
     }
 }

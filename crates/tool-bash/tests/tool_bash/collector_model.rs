@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/lossy.rs"]
-mod lossy;
+use crate::lossy;
 
 use lossy::{Decoded, check_window, is_continuation, is_incomplete_character, lossy, stream};
 use proptest::prelude::*;

@@ -9,7 +9,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -289,7 +289,7 @@ fn escapes_end_when_the_harness_is_killed() {
     let mut harness = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "escapes_end_when_the_harness_is_killed",
+            &support::test_name(module_path!(), "escapes_end_when_the_harness_is_killed"),
             "--nocapture",
             "--test-threads",
             "1",

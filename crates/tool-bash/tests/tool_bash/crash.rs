@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -54,7 +54,7 @@ fn a_killed_harness_leaves_no_command_running() {
     let mut harness = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "a_killed_harness_leaves_no_command_running",
+            &support::test_name(module_path!(), "a_killed_harness_leaves_no_command_running"),
             "--nocapture",
             "--test-threads",
             "1",

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agent_loop::{Agent, EventRecord, Message, SessionEvent, TurnEndReason};
 use dsh_tools::jobs::{JobRuntime, JobStatus, JobsConfig};

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use dsh_tools::jobs::{JobRuntime, JobsConfig};
 use dsh_tools::{FailureCode, ToolCall, ToolRegistry, ToolResult};

@@ -22,6 +22,9 @@ use tool_bash::sandbox::{
 use tool_bash::shell::{ProcessStatus, ShellExecutor, ShellRequest, ShellRunResult, Stream};
 
 /// Escalation through the registry's approver, with the fixtures below.
+/// This module's path: the child-process entry points below it are named from here.
+const PATH: &str = module_path!();
+
 #[path = "sandbox/escalation.rs"]
 mod escalation;
 
@@ -34,8 +37,7 @@ mod hostile;
 #[path = "sandbox/program.rs"]
 mod program;
 
-#[path = "support/escapees.rs"]
-mod escapees;
+use crate::escapees;
 
 /// Running an ignored pass again as another user.
 #[path = "sandbox/as_user.rs"]

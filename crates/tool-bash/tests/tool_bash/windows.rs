@@ -4,9 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/lossy.rs"]
-mod lossy;
-mod support;
+use crate::lossy;
+use crate::support;
 
 use lossy::{check_window, lossy, stream};
 use pretty_assertions::assert_eq;

@@ -1,8 +1,11 @@
 //! `run_code` end to end: programs that call real tools through the registry, each limit,
-//! cancellation, TypeScript, and the failures a model must be told about precisely.
+//! cancellation, TypeScript, and the failures a model must be told about precisely. The
+//! crate's one integration-test binary: `outcomes` and `values` are parts of the above, and
+//! `abandoned` is a call its host drops without cancelling it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod abandoned;
 #[path = "../../../dsh-tools/tests/support/npm.rs"]
 mod npm;
 mod outcomes;

@@ -9,14 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
-#[path = "../../../dsh-tools/tests/support/npm.rs"]
-mod npm;
+use crate::npm;
 
-#[path = "../../../tool-mcp/tests/support/processes.rs"]
-mod processes;
+use crate::processes;
 
 mod peers;
 

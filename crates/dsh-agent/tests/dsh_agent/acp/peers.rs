@@ -581,7 +581,7 @@ fn a_session_still_opening_at_the_end_of_input_is_answered_and_ended() {
     let session = answers[1]["result"]["sessionId"]
         .as_str()
         .unwrap_or_else(|| panic!("{answers:?}"));
-    let events = crate::events(session);
+    let events = super::events(session);
     assert!(
         matches!(
             events.last().map(|record| &record.event),
@@ -614,7 +614,7 @@ fn a_prompt_waiting_for_a_notices_turn_when_input_ends_is_cancelled_and_never_ru
         answers,
         vec![json!({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "cancelled"}})]
     );
-    let events = crate::events(&session);
+    let events = super::events(&session);
     let prompted = events.iter().any(|record| {
         matches!(&record.event, agent_loop::SessionEvent::UserMessage { content } if content == "Too late")
     });

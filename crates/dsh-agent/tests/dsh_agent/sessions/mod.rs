@@ -6,8 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod signals;
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use agent_loop::{FsSessionStore, SessionStore};
 use pretty_assertions::assert_eq;

@@ -34,7 +34,10 @@ pub(super) fn pass_as(entry: &str, user: Option<u32>, env: &[(&str, &str)], what
         }
     };
     command
-        .args(["--ignored", "--exact", entry, "--nocapture"])
+        .args(["--ignored", "--exact"])
+        // `entry` is named from the `sandbox` module, which is a module of the test binary.
+        .arg(crate::support::test_name(super::PATH, entry))
+        .arg("--nocapture")
         .envs(env.iter().copied())
         .env("DSH_SANDBOX_SCRATCH", scratch.path())
         .env("HOME", scratch.path());
