@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 as ACP frames it: one message per line on stdin and stdout, no batches.
 //!
 //! Incoming lines become [`Incoming`] values or a protocol error to send back; outgoing
-//! messages go through one [`Outbox`], whose writer task keeps them whole and in order, so a
+//! messages go through one `Outbox`, whose writer task keeps them whole and in order, so a
 //! prompt's updates always precede its response. The framing half (the bounded line reader,
 //! [`parse`] and the error replies) is public, so another JSON-RPC server on stdio (`dsh-agent
 //! mcp`) answers the same bad input the same way.
@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// The most messages queued for stdout and not yet written before the reader stops reading
-/// stdin ([`Outbox::room`]): a client that does not read its stdout stops being read, instead
+/// stdin (`Outbox::room`): a client that does not read its stdout stops being read, instead
 /// of having its every line's answer kept for it.
 pub const MAX_UNWRITTEN: usize = 64;
 
