@@ -12,6 +12,8 @@ mod mcp;
 mod model;
 #[path = "../../../dsh-tools/tests/support/npm.rs"]
 mod npm;
+#[path = "../../../dsh-tools/tests/support/own_process.rs"]
+mod own_process;
 mod pipes;
 #[path = "../../../tool-mcp/tests/support/processes.rs"]
 mod processes;

@@ -1,8 +1,8 @@
 //! `dsh-agent run`, `replay` and `chat` into a reader that goes away: quietly, with status 141,
 //! and no command starts after it. These tests close a child's stdout and expect its next
 //! write to fail, which it does not while any other process holds the pipe's read end: a
-//! child another test is starting holds a copy between its fork and its exec. So they live in
-//! a file of their own and run one at a time.
+//! child another test of this binary is starting holds a copy between its fork and its exec.
+//! So each runs in a process of its own, and one at a time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -62,6 +62,14 @@ fn read_ten_bytes_and_close(args: &[&str], stdin: Option<&str>) -> (Option<i32>,
 #[test]
 fn replay_and_chat_into_a_reader_that_goes_away_end_quietly() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    crate::own_process::in_own_process(
+        module_path!(),
+        "replay_and_chat_into_a_reader_that_goes_away_end_quietly",
+        replay_and_chat_end_quietly,
+    );
+}
+
+fn replay_and_chat_end_quietly() {
     let dir = scratch();
     let script = long_answer_script(dir.path(), 256 * 1024);
     let log = dir.path().join("session.jsonl");
@@ -90,6 +98,14 @@ fn replay_and_chat_into_a_reader_that_goes_away_end_quietly() {
 #[test]
 fn a_reader_that_goes_away_ends_the_run_quietly_and_starts_no_more_commands() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    crate::own_process::in_own_process(
+        module_path!(),
+        "a_reader_that_goes_away_ends_the_run_quietly_and_starts_no_more_commands",
+        a_closed_reader_starts_no_more_commands,
+    );
+}
+
+fn a_closed_reader_starts_no_more_commands() {
     let dir = scratch();
     let (ready, gate) = (dir.path().join("ready"), dir.path().join("gate"));
     let made = std::process::Command::new("mkfifo")
