@@ -24,6 +24,9 @@ pub struct SessionSetup {
     pub mcp_servers: Vec<McpServer>,
     /// Whether the session continues one from the store (`session/load`).
     pub resumed: bool,
+    /// The editor's files, when the client offers to read or write them
+    /// (`clientCapabilities.fs`): for file tools that should see the editor's buffers.
+    pub editor_files: Option<crate::EditorFiles>,
 }
 
 /// An MCP server the editor passed with `session/new` or `session/load`.

@@ -26,7 +26,9 @@
 //!
 //! It deliberately does not choose tools, a model or a sandbox: those are the host's (the
 //! `dsh-agent acp` command wires its bash tool, sandbox and MCP client; `examples/tool-host`
-//! serves one custom tool). It offers no file-system or terminal methods of the client.
+//! serves one custom tool). When the client offers its file methods (`fs.readTextFile`,
+//! `fs.writeTextFile`), each [`SessionSetup`] carries [`EditorFiles`], through which the host's
+//! file tools read and write the editor's buffers; the client's terminal methods are not used.
 //!
 //! The protocol layer is written here on `serde_json` rather than taken from the
 //! `agent-client-protocol` crate: that crate's types turn on `serde_json`'s `preserve_order`,
@@ -63,6 +65,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod files;
 mod host;
 mod nested;
 mod params;
@@ -72,6 +75,7 @@ mod server;
 mod tasks;
 mod updates;
 
+pub use files::{EDITOR_FILE_TIMEOUT, EditorFileError, EditorFiles};
 pub use host::{McpServer, McpTransport, OpenError, SessionFactory, SessionSetup, SessionTools};
 
 use agent_loop::{ModelAdapter, SessionStore};

@@ -1,6 +1,7 @@
 //! The connection: reads the client's lines, answers `initialize`, opens sessions through the
 //! host's [`SessionFactory`], runs prompts, and ends every session when the input ends.
 
+use crate::files::{ClientFs, EditorFiles};
 use crate::host::{OpenError, SessionSetup, SessionTools};
 use crate::params::{mcp_servers, prompt_text, working_directory};
 use crate::rpc::{self, Incoming, Outbox, RpcError};
@@ -36,6 +37,7 @@ where
         sessions: Mutex::default(),
         loading: Mutex::default(),
         initialized: AtomicBool::new(false),
+        client_fs: Mutex::default(),
         prompts: Mutex::default(),
         opening: Arc::new(tokio::sync::Semaphore::new(MAX_OPENING)),
         answering: Tasks::default(),
@@ -87,6 +89,8 @@ struct Server {
     loading: Mutex<std::collections::HashSet<String>>,
     /// Whether `initialize` was answered: every other request before it is refused.
     initialized: AtomicBool,
+    /// The client's file methods, as its `initialize` advertised them.
+    client_fs: Mutex<ClientFs>,
     /// The `session/prompt` requests being answered, by request id (its JSON text): the
     /// session each is for and the token that cancels it (`session/cancel`,
     /// `$/cancel_request`). Entered as the request is read, so a cancel read after it always
@@ -154,6 +158,8 @@ impl Server {
             Ok(Some(Incoming::Request { id, method, params })) if method == "initialize" => {
                 let outcome = initialize(&params, &self.config.name, &self.config.version);
                 if outcome.is_ok() {
+                    *self.client_fs.lock().unwrap_or_else(|e| e.into_inner()) =
+                        ClientFs::from_initialize(&params);
                     self.initialized.store(true, Ordering::SeqCst);
                 }
                 self.outbox.respond(id, outcome);
@@ -378,6 +384,11 @@ impl Server {
             spill_dir: lease.spill_dir().to_owned(),
             mcp_servers: servers,
             resumed: history.is_some(),
+            editor_files: EditorFiles::offered(
+                self.outbox.clone(),
+                &session_id,
+                *self.client_fs.lock().unwrap_or_else(|e| e.into_inner()),
+            ),
         };
         let SessionTools {
             registry,

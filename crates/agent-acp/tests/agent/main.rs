@@ -4,13 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agent_acp::{AcpAgent, SessionSetup, SessionTools};
+use agent_acp::{AcpAgent, EditorFileError, EditorFiles, SessionSetup, SessionTools};
 use agent_loop::FsSessionStore;
 use dsh_tools::prelude::*;
 use mock_adapter::{MockAdapter, Response, ScriptedCall, Step};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf};
 
@@ -33,18 +33,25 @@ struct Editor {
     _store: tempfile::TempDir,
     cwd: tempfile::TempDir,
     agent: tokio::task::JoinHandle<()>,
+    /// The editor files the last session opened was given.
+    files: Arc<Mutex<Option<EditorFiles>>>,
 }
 
 impl Editor {
     /// Serves `model` with the `greet` tool asked about, to a new editor.
     fn start(model: MockAdapter) -> Editor {
         let store = tempfile::tempdir().unwrap();
-        let sessions = |_setup: SessionSetup| async move {
-            let registry = ToolRegistry::new();
-            registry
-                .register_tool(Greet)
-                .map_err(|e| agent_acp::OpenError::Internal(e.to_string()))?;
-            Ok(SessionTools::new(registry))
+        let files = Arc::new(Mutex::new(None));
+        let given = Arc::clone(&files);
+        let sessions = move |setup: SessionSetup| {
+            *given.lock().unwrap() = setup.editor_files;
+            async move {
+                let registry = ToolRegistry::new();
+                registry
+                    .register_tool(Greet)
+                    .map_err(|e| agent_acp::OpenError::Internal(e.to_string()))?;
+                Ok(SessionTools::new(registry))
+            }
         };
         let agent = AcpAgent::new(
             Arc::new(model),
@@ -65,6 +72,7 @@ impl Editor {
             _store: store,
             cwd: tempfile::tempdir().unwrap(),
             agent,
+            files,
         }
     }
 
@@ -300,4 +308,134 @@ async fn session_cancel_and_cancel_request_stop_a_running_prompt() {
         assert_eq!(answer["result"], json!({"stopReason": "cancelled"}));
     }
     editor.close().await;
+}
+
+/// `initialize` with the client's `fs` capabilities.
+fn initialize_with_fs(read: bool, write: bool) -> Value {
+    json!({"protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": read, "writeTextFile": write}}})
+}
+
+#[tokio::test]
+async fn the_editors_files_are_read_and_written_through_it_when_it_offers_them() {
+    let mut editor = Editor::start(MockAdapter::new(Vec::<Step>::new()));
+    editor
+        .call("initialize", initialize_with_fs(true, true))
+        .await;
+    let session = editor.new_session().await;
+    let files = editor.files.lock().unwrap().clone().expect("offered");
+    assert!(files.can_read() && files.can_write());
+    let path = editor.cwd.path().join("notes.txt");
+    let wire_path = json!(path.to_str().unwrap());
+
+    let reading = tokio::spawn({
+        let (files, path) = (files.clone(), path.clone());
+        async move { files.read_text_file(&path).await }
+    });
+    let asked = editor.next().await;
+    assert_eq!(asked["method"], json!("fs/read_text_file"));
+    assert_eq!(
+        asked["params"],
+        json!({"sessionId": session, "path": wire_path})
+    );
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"content": "unsaved\n"}}))
+        .await;
+    assert_eq!(reading.await.unwrap().unwrap(), "unsaved\n");
+
+    let writing = tokio::spawn({
+        let (files, path) = (files.clone(), path.clone());
+        async move { files.write_text_file(&path, "new text").await }
+    });
+    let asked = editor.next().await;
+    assert_eq!(asked["method"], json!("fs/write_text_file"));
+    assert_eq!(
+        asked["params"],
+        json!({"sessionId": session, "path": wire_path, "content": "new text"})
+    );
+    editor
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": null}))
+        .await;
+    writing.await.unwrap().unwrap();
+
+    // The editor's error reaches the caller with its message; an answer without text is one.
+    for answer in [
+        json!({"error": {"code": -32603, "message": "no buffer for it"}}),
+        json!({"result": {"content": 7}}),
+    ] {
+        let reading = tokio::spawn({
+            let (files, path) = (files.clone(), path.clone());
+            async move { files.read_text_file(&path).await }
+        });
+        let asked = editor.next().await;
+        let mut reply = answer.clone();
+        reply["jsonrpc"] = json!("2.0");
+        reply["id"] = asked["id"].clone();
+        editor.send(reply).await;
+        let error = reading.await.unwrap().unwrap_err();
+        match error {
+            EditorFileError::Editor { message, .. } => assert_eq!(message, "no buffer for it"),
+            EditorFileError::Malformed(named) => assert_eq!(named, path),
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+    // A relative path is refused before anything is asked.
+    let relative = files
+        .read_text_file(std::path::Path::new("notes.txt"))
+        .await;
+    assert!(
+        matches!(relative, Err(EditorFileError::Relative(_))),
+        "{relative:?}"
+    );
+    let seen = editor.seen.clone();
+    editor.close().await;
+    assert_eq!(
+        editor_requests(&seen),
+        4,
+        "a read, a write, two failed reads"
+    );
+}
+
+/// How many file requests the agent sent.
+fn editor_requests(seen: &[Value]) -> usize {
+    seen.iter()
+        .filter(|m| {
+            m["method"]
+                .as_str()
+                .is_some_and(|method| method.starts_with("fs/"))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn what_the_editor_does_not_offer_is_never_asked() {
+    let mut editor = Editor::start(MockAdapter::new(Vec::<Step>::new()));
+    editor.initialize().await;
+    editor.new_session().await;
+    assert!(editor.files.lock().unwrap().is_none(), "nothing offered");
+
+    let mut editor = Editor::start(MockAdapter::new(Vec::<Step>::new()));
+    editor
+        .call("initialize", initialize_with_fs(true, false))
+        .await;
+    editor.new_session().await;
+    let files = editor
+        .files
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("reading offered");
+    assert!(files.can_read() && !files.can_write());
+    let path = editor.cwd.path().join("notes.txt");
+    let refused = files.write_text_file(&path, "x").await;
+    assert!(
+        matches!(
+            refused,
+            Err(EditorFileError::NotOffered("fs/write_text_file"))
+        ),
+        "{refused:?}"
+    );
+    let seen = editor.seen.clone();
+    editor.close().await;
+    assert_eq!(editor_requests(&seen), 0);
 }
