@@ -20,6 +20,8 @@ mod tests {
         ("agent-loop", &["dsh-tools"]),
         ("mock-adapter", &["agent-loop", "dsh-tools"]),
         ("tool-bash", &["dsh-tools", "presenters"]),
+        // The file tools: cards from the card vocabulary, no shell (so not `tool-bash`).
+        ("tool-fs", &["dsh-tools", "presenters"]),
         ("openai-adapter", &["agent-loop", "dsh-tools"]),
         // The MCP client registers servers' tools, and its server (the `server` feature)
         // serves any registry's; it spawns no shell, so not `tool-bash`.
