@@ -20,7 +20,13 @@ pub(crate) fn apply(
     replace_all: bool,
 ) -> Result<Edited, String> {
     let attempt = |old: &str, new: &str, crlf_adapted: bool| {
-        let starts: Vec<usize> = content.match_indices(old).map(|(i, _)| i).collect();
+        // Replacing every occurrence takes them left to right; a single replacement must be
+        // unambiguous, so occurrences that overlap (`  ` in `   `) count as several.
+        let starts: Vec<usize> = if replace_all {
+            content.match_indices(old).map(|(i, _)| i).collect()
+        } else {
+            overlapping_starts(content, old)
+        };
         if starts.is_empty() {
             return None;
         }
@@ -45,6 +51,18 @@ pub(crate) fn apply(
         }
     }
     Err(not_found(content, old))
+}
+
+/// Where `old` starts in `content`, overlapping occurrences included.
+fn overlapping_starts(content: &str, old: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut from = 0;
+    while let Some(found) = content[from..].find(old) {
+        let at = from + found;
+        starts.push(at);
+        from = at + content[at..].chars().next().map_or(1, char::len_utf8);
+    }
+    starts
 }
 
 fn replace(

@@ -48,6 +48,9 @@ pub enum FsError {
     /// An edit's `old_string` was not found, or found too often.
     #[error("{0}")]
     Edit(String),
+    /// The previous content could not be kept, so the file was not changed.
+    #[error("the file was not changed: its previous content could not be kept ({0})")]
+    History(#[from] crate::history::HistoryError),
     /// Any other I/O failure.
     #[error("{what} {}: {source}", path.display())]
     Io {

@@ -26,8 +26,10 @@
 //! `edit` a diff card built from the presentation meta alone (so a replayed session shows the
 //! same diff without the disk), `glob` and `grep` a search card.
 //!
-//! It does not talk to an editor (an ACP client's buffers) or keep the previous content of a
-//! changed file: the host adds those.
+//! With [`FsPlugin::keeping_history`], every `write` and `edit` first keeps the content it
+//! replaces (and the one it writes) in a [`history::FileHistory`] of the session's, from which
+//! [`history::FileHistory::undo`] restores a change, refusing when the file changed again
+//! after it. It does not talk to an editor (an ACP client's buffers): the host adds that.
 //!
 //! # Example
 //!
@@ -70,6 +72,7 @@ mod confine;
 mod edit;
 mod error;
 mod guard;
+pub mod history;
 mod missing;
 mod options;
 mod plugin;

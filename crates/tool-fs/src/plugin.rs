@@ -6,6 +6,7 @@ use crate::cards::{self, ReadMeta};
 use crate::confine::Confinement;
 use crate::error::FsError;
 use crate::guard::{self, ContentHash, Guard, Stamp};
+use crate::history::FileHistory;
 use crate::options::FsOptions;
 use crate::render;
 use crate::search::{self, SearchError};
@@ -56,6 +57,8 @@ struct State {
     options: FsOptions,
     confinement: Confinement,
     guard: Guard,
+    /// Where each change's previous content is kept, when the host keeps it.
+    history: std::sync::OnceLock<FileHistory>,
 }
 
 impl State {
@@ -104,9 +107,30 @@ impl State {
         Ok(existing)
     }
 
+    /// Keeps the content a change replaces and the one it writes, before it writes: a change
+    /// whose previous content cannot be kept is not made.
+    fn keep(
+        &self,
+        tool: &str,
+        path: &Path,
+        before: Option<&[u8]>,
+        after: &[u8],
+    ) -> Result<(), FsError> {
+        if let Some(history) = self.history.get() {
+            history.record(tool, path, before, after)?;
+        }
+        Ok(())
+    }
+
     fn write(&self, path: &Path, content: &str, escalated: bool) -> Result<WriteValue, FsError> {
         let target = self.confinement.target(path, escalated)?;
         let existing = self.checked_existing(&target, path)?;
+        self.keep(
+            "write",
+            path,
+            existing.as_ref().map(|e| e.bytes.as_slice()),
+            content.as_bytes(),
+        )?;
         let created = existing.is_none();
         let permissions = existing.as_ref().map(|e| e.metadata.permissions());
         // The old text for the diff card: the bytes themselves when they are UTF-8 (no copy).
@@ -149,6 +173,7 @@ impl State {
             args.replace_all.unwrap_or(false),
         )
         .map_err(FsError::Edit)?;
+        self.keep("edit", path, Some(old.as_bytes()), edited.text.as_bytes())?;
         self.confinement
             .write(target, path, edited.text.as_bytes(), Some(permissions))?;
         self.record_written(path, edited.text.as_bytes());
@@ -189,9 +214,20 @@ impl FsPlugin {
             state: Arc::new(State {
                 confinement: Confinement::new(options.policy.clone()),
                 guard: Guard::default(),
+                history: std::sync::OnceLock::new(),
                 options,
             }),
         }
+    }
+
+    /// The same tools, keeping in `history` the content each `write` and `edit` replaces
+    /// (and the one it writes), for [`FileHistory::undo`]; a change whose previous content
+    /// cannot be kept is refused. A plugin keeps one history: a second one is ignored.
+    pub fn keeping_history(self, history: FileHistory) -> FsPlugin {
+        if self.state.history.set(history).is_err() {
+            tracing::warn!("the file tools already keep a history; the second one is ignored");
+        }
+        self
     }
 
     /// The options the plugin was made with.

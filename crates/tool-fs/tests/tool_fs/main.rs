@@ -6,6 +6,7 @@
 mod arguments;
 mod cards;
 mod confinement;
+mod history;
 mod property;
 mod read;
 mod search;

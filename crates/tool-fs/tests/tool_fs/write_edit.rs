@@ -103,6 +103,20 @@ async fn several_matches_are_refused_with_their_count_and_lines_unless_replace_a
     let v: EditValue = value(&result);
     assert_eq!(v.lines, vec![1, 3, 5]);
     assert_eq!(read_string(&path), "x = 9\ny = 2\nx = 9\n\nx = 9\n");
+    // Overlapping occurrences are several too: which of them was meant is not known.
+    let path = f.put("o.txt", "aaa\n");
+    f.ok("read", json!({"file_path": "o.txt"})).await;
+    let error = f
+        .err(
+            "edit",
+            json!({"file_path": "o.txt", "old_string": "aa", "new_string": "b"}),
+        )
+        .await;
+    assert!(
+        error.starts_with("old_string occurs 2 times (at lines 1, 1)"),
+        "{error}"
+    );
+    assert_eq!(read_string(&path), "aaa\n");
 }
 
 #[tokio::test]
