@@ -51,6 +51,7 @@ mod tests {
                 "presenters",
                 "tool-bash",
                 "tool-code",
+                "tool-fs",
                 "tool-mcp",
             ],
         ),

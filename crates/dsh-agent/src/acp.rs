@@ -38,6 +38,7 @@ impl From<AcpOptions> for Config {
                 json: false,
                 no_background: acp.no_background,
                 no_code_mode: acp.no_code_mode,
+                no_fs: acp.no_fs,
                 mcp_config: Vec::new(),
                 sandbox: acp.sandbox,
                 wait_jobs: std::time::Duration::ZERO,
@@ -92,6 +93,19 @@ async fn open(
         crate::tools::shell_executor(options.sandbox, cwd, Some(&setup.spill_dir), Some(store))
             .map_err(|f| OpenError::Internal(f.message))?;
     let (registry, jobs) = crate::tools::registry_with(!options.no_background, executor);
+    crate::tools::file_tools(
+        &registry,
+        !options.no_fs,
+        options.sandbox,
+        &sandbox,
+        cwd,
+        Some(&setup.spill_dir),
+        setup
+            .spill_dir
+            .parent()
+            .map(|session| session.join(crate::undo::CHANGES_DIR)),
+    )
+    .map_err(|e| OpenError::Internal(format!("{e:#}")))?;
     let mcp = if setup.mcp_servers.is_empty() {
         None
     } else {

@@ -103,6 +103,9 @@ pub(crate) enum Command {
         /// Leave out Code Mode's `run_code`, as `run --no-code-mode` does.
         #[arg(long)]
         no_code_mode: bool,
+        /// Leave out the file tools, as `run --no-fs` does.
+        #[arg(long)]
+        no_fs: bool,
     },
     /// Print the Code Mode TypeScript declarations: the tools a `run_code` program calls, as
     /// `run_code`'s description carries them.
@@ -110,6 +113,20 @@ pub(crate) enum Command {
     /// Serve the built-in tools over stdio as an MCP server (`tools/list`, `tools/call`,
     /// cancellation), in the current directory, until the client disconnects.
     Mcp(McpServeOptions),
+    /// Undo a change the file tools (`write`, `edit`) made in a session: the file gets back
+    /// the content it had before it, unless it changed again after it (then the difference is
+    /// shown and the file left alone).
+    Undo {
+        /// The session (see `sessions list`). Default: the session last active.
+        #[arg(value_name = "SESSION")]
+        session: Option<String>,
+        /// List the session's changes instead.
+        #[arg(long, conflicts_with = "change")]
+        list: bool,
+        /// The change to undo. Default: the last one not undone.
+        #[arg(long, value_name = "N")]
+        change: Option<u64>,
+    },
     /// Be the agent of an editor over the Agent Client Protocol on stdio (Zed's
     /// `agent_servers`, for instance): sessions of the store, streamed cards, permission
     /// requests for each `bash` call.
@@ -124,6 +141,9 @@ pub(crate) struct McpServeOptions {
     /// this system can, with a warning on stderr naming the rest.
     #[arg(long, value_name = "MODE", value_parser = sandbox_mode())]
     pub(crate) sandbox: Option<SandboxMode>,
+    /// Leave out the file tools (`read`, `write`, `edit`, `glob`, `grep`).
+    #[arg(long)]
+    pub(crate) no_fs: bool,
 }
 
 /// The options of `acp`: the model and the tools' confinement; the editor gives the working
@@ -160,6 +180,9 @@ pub(crate) struct AcpOptions {
     /// Leave out Code Mode: no `run_code` tool.
     #[arg(long)]
     pub(crate) no_code_mode: bool,
+    /// Leave out the file tools (`read`, `write`, `edit`, `glob`, `grep`).
+    #[arg(long)]
+    pub(crate) no_fs: bool,
     /// Run `bash` calls without asking the editor first.
     #[arg(long)]
     pub(crate) no_ask: bool,
@@ -247,6 +270,10 @@ pub(crate) struct RunOptions {
     /// Leave out Code Mode: no `run_code` tool (a program that calls the other tools).
     #[arg(long)]
     pub(crate) no_code_mode: bool,
+    /// Leave out the file tools (`read`, `write`, `edit`, `glob`, `grep`); files are then
+    /// reached through `bash` only.
+    #[arg(long)]
+    pub(crate) no_fs: bool,
     /// Also load the MCP servers of this file (`{"mcpServers": …}`), after `.mcp.json` in the
     /// working directory; may be repeated.
     #[arg(long, value_name = "FILE")]
@@ -365,6 +392,7 @@ mod tests {
             json: false,
             no_background: false,
             no_code_mode: false,
+            no_fs: false,
             mcp_config: Vec::new(),
             sandbox: None,
             wait_jobs: Duration::from_secs(300),
@@ -383,7 +411,8 @@ mod tests {
         assert_eq!(
             command("mcp --sandbox off"),
             Some(Command::Mcp(McpServeOptions {
-                sandbox: Some(SandboxMode::FullAccess)
+                sandbox: Some(SandboxMode::FullAccess),
+                no_fs: false,
             }))
         );
         assert_eq!(
@@ -398,6 +427,7 @@ mod tests {
                 sandbox: Some(SandboxMode::FullAccess),
                 no_background: false,
                 no_code_mode: false,
+                no_fs: false,
                 no_ask: true,
             }))
         );
@@ -443,7 +473,8 @@ mod tests {
             command("schemas --strict"),
             Some(Command::Schemas {
                 strict: true,
-                no_code_mode: false
+                no_code_mode: false,
+                no_fs: false,
             })
         );
         assert_eq!(

@@ -48,12 +48,13 @@ mod run;
 mod secrets;
 mod sessions;
 mod tools;
+mod undo;
 
 use crate::run::Mode;
 use crate::tools::registry;
 use anyhow::{Context, Result};
 use cli::{ChatOptions, Command, ResumeOptions, SessionsCommand};
-use dsh_tools::ToolSchema;
+use dsh_tools::{ToolRegistry, ToolSchema};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -201,8 +202,10 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
         Command::Schemas {
             strict,
             no_code_mode,
+            no_fs,
         } => {
             let (registry, _jobs) = registry(true);
+            described_file_tools(&registry, !no_fs)?;
             let _code_mode = tools::code_mode(&registry, !no_code_mode)?;
             let schemas: Vec<ToolSchema> = if strict {
                 registry
@@ -226,16 +229,32 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
         }
         Command::Sdk => {
             let (registry, _) = registry(true);
+            described_file_tools(&registry, true)?;
             Ok(output::text(&registry.code_mode_sdk(None))?)
         }
+        Command::Undo {
+            session,
+            list,
+            change,
+        } => undo::undo(&store.open()?, session.as_deref(), list, change),
         Command::Replay { log, cards, json } => {
             replay::replay(&log, replay::Shown::of(cards, json))
         }
         Command::Mcp(options) => {
             let cwd = std::env::current_dir()
                 .map_err(|e| Failure::new(2, format!("no working directory: {e}")))?;
-            let (executor, _, _) = tools::shell_executor(options.sandbox, &cwd, None, None)?;
+            let (executor, sandbox, _) = tools::shell_executor(options.sandbox, &cwd, None, None)?;
             let (registry, jobs) = tools::registry_with(true, executor);
+            // No session, so no history: an MCP client keeps its own.
+            tools::file_tools(
+                &registry,
+                !options.no_fs,
+                options.sandbox,
+                &sandbox,
+                &cwd,
+                None,
+                None,
+            )?;
             block_on(Box::pin(async move {
                 mcp::serve(registry, jobs).await.map_err(Failure::from)
             }))
@@ -260,4 +279,22 @@ fn execute(command: Command, store: &Store) -> Result<(), Failure> {
             )))
         }
     }
+}
+
+/// The file tools as `schemas` and `sdk` describe them: their definitions do not depend on
+/// where they may write.
+fn described_file_tools(registry: &ToolRegistry, enabled: bool) -> Result<(), Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::new(2, format!("no working directory: {e}")))?;
+    let read_only = Some(tool_bash::SandboxMode::ReadOnly);
+    tools::file_tools(
+        registry,
+        enabled,
+        read_only,
+        &serde_json::Value::Null,
+        &cwd,
+        None,
+        None,
+    )?;
+    Ok(())
 }

@@ -211,6 +211,18 @@ pub(crate) async fn run(
         Some(store_dir.root()),
     )?;
     let (registry, jobs) = registry_with(!options.no_background, executor);
+    crate::tools::file_tools(
+        &registry,
+        !options.no_fs,
+        options.sandbox,
+        &sandbox,
+        &cwd,
+        Some(lease.spill_dir()),
+        lease
+            .spill_dir()
+            .parent()
+            .map(|session| session.join(crate::undo::CHANGES_DIR)),
+    )?;
     if options.ask {
         let cards_on_terminal =
             !options.json && std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -186,3 +186,57 @@ pub(crate) fn registry_with(
     }
     (registry, jobs)
 }
+
+/// Loads the file tools (`read`, `write`, `edit`, `glob`, `grep`) unless left out: over the
+/// session's working directory, writing where `--sandbox` lets the shell write (`off`:
+/// anywhere; `read-only`: nowhere; `workspace-write`, the default: beneath the sandbox's
+/// writable roots and the commands' private temporary directory, as `sandbox` — the shell's
+/// report — names them, else beneath `cwd`), each capped list spilled to `spill_dir`, and
+/// each change kept in `history` for `dsh-agent undo`. Before Code Mode, which declares them.
+pub(crate) fn file_tools(
+    registry: &ToolRegistry,
+    enabled: bool,
+    mode: Option<SandboxMode>,
+    sandbox: &serde_json::Value,
+    cwd: &Path,
+    spill_dir: Option<&Path>,
+    history: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if !enabled {
+        return Ok(());
+    }
+    let policy = match mode.unwrap_or(SandboxMode::WorkspaceWrite) {
+        SandboxMode::FullAccess => tool_fs::WritePolicy::Anywhere,
+        SandboxMode::ReadOnly => tool_fs::WritePolicy::ReadOnly,
+        _ => tool_fs::WritePolicy::Roots(writable_roots(sandbox, cwd)),
+    };
+    let options = tool_fs::FsOptions::new(cwd.to_owned(), policy, spill_dir.map(Path::to_path_buf));
+    let mut plugin = tool_fs::FsPlugin::new(options);
+    if let Some(dir) = history {
+        plugin = plugin.keeping_history(tool_fs::history::FileHistory::new(dir));
+    }
+    registry
+        .global_scope()
+        .load(plugin)
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("loading the file tools: {e}"))
+}
+
+/// The roots the shell's sandbox report names (`writableRoots`, and `tempDir` when it is a
+/// directory of this system, not bubblewrap's `/tmp` inside the command's namespace), else
+/// `cwd`.
+fn writable_roots(sandbox: &serde_json::Value, cwd: &Path) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = sandbox["writableRoots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|root| root.as_str().map(PathBuf::from))
+        .collect();
+    if roots.is_empty() {
+        roots.push(cwd.to_owned());
+    }
+    if let Some(temp) = sandbox["tempDir"].as_str().filter(|t| *t != "/tmp") {
+        roots.push(PathBuf::from(temp));
+    }
+    roots
+}

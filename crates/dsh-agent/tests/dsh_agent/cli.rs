@@ -74,10 +74,10 @@ fn run_code_is_offered_unless_code_mode_is_left_out() {
     };
     assert_eq!(
         tools_line(&[]),
-        "bash, job_kill, job_list, job_output, run_code"
+        "bash, edit, glob, grep, job_kill, job_list, job_output, read, run_code, write"
     );
     assert_eq!(
-        tools_line(&["--no-code-mode"]),
+        tools_line(&["--no-code-mode", "--no-fs"]),
         "bash, job_kill, job_list, job_output"
     );
 }
@@ -194,10 +194,15 @@ fn schemas_are_byte_identical_across_runs() {
         &["schemas"],
         &[
             ("bash", &["command", "description"]),
+            ("edit", &["file_path", "old_string", "new_string"]),
+            ("glob", &["pattern"]),
+            ("grep", &["pattern"]),
             ("job_kill", &["job_id"]),
             ("job_list", &[]),
             ("job_output", &["job_id"]),
+            ("read", &["file_path"]),
             ("run_code", &["code"]),
+            ("write", &["file_path", "content"]),
         ],
     );
     check_schemas(
@@ -213,11 +218,19 @@ fn schemas_are_byte_identical_across_runs() {
                     "run_in_background",
                 ],
             ),
+            (
+                "edit",
+                &["file_path", "old_string", "new_string", "replace_all"],
+            ),
+            ("glob", &["pattern", "path"]),
+            ("grep", &["pattern", "path", "include"]),
             ("job_kill", &["job_id"]),
             ("job_list", &[]),
             ("job_output", &["job_id", "wait", "timeout_ms"]),
+            ("read", &["file_path", "offset", "limit"]),
             // A raw schema: sent as declared, having no strict projection.
             ("run_code", &["code"]),
+            ("write", &["file_path", "content"]),
         ],
     );
 }

@@ -12,8 +12,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use support::{bash_step, run, run_with, scratch, stderr, stdout, text_step, write_script};
 
-const SUBCOMMANDS: [&str; 9] = [
-    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk", "mcp", "acp",
+const SUBCOMMANDS: [&str; 10] = [
+    "run", "chat", "resume", "sessions", "replay", "schemas", "sdk", "mcp", "undo", "acp",
 ];
 
 #[test]

@@ -8,6 +8,7 @@
 mod acp;
 mod cli;
 mod conventions;
+mod files;
 mod mcp;
 mod model;
 #[path = "../../../dsh-tools/tests/support/npm.rs"]

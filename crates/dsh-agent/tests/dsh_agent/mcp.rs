@@ -52,9 +52,14 @@ async fn the_server_runs_bash_and_background_jobs_for_an_mcp_client_and_leaves_n
         status.tools,
         [
             "mcp__dsh__bash",
+            "mcp__dsh__edit",
+            "mcp__dsh__glob",
+            "mcp__dsh__grep",
             "mcp__dsh__job_kill",
             "mcp__dsh__job_list",
-            "mcp__dsh__job_output"
+            "mcp__dsh__job_output",
+            "mcp__dsh__read",
+            "mcp__dsh__write"
         ]
     );
     // The tools' schemas came over `tools/list`.
@@ -218,7 +223,20 @@ fn the_official_inspector_lists_the_tools_and_calls_bash() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["bash", "job_kill", "job_list", "job_output"]);
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "edit",
+            "glob",
+            "grep",
+            "job_kill",
+            "job_list",
+            "job_output",
+            "read",
+            "write"
+        ]
+    );
     let bash = &listed["tools"][0];
     assert_eq!(
         bash["inputSchema"]["required"],

@@ -179,7 +179,7 @@ fn hostile_tool_names_notices_and_job_lines_reach_the_terminal_escaped() {
     assert_eq!(controls_in(&stderr(&output)), Vec::<char>::new());
     for expected in [
         r"▶ ev\x1b]0;t\x07il\u{9b}",
-        r"  Error: unknown tool `ev\x1b]0;t\x07il\u{9b}`; available tools: bash, job_kill, job_list, job_output, run_code",
+        r"  Error: unknown tool `ev\x1b]0;t\x07il\u{9b}`; available tools: bash, edit, glob, grep, job_kill, job_list, job_output, read, run_code, write",
         r"• job bash-1 ended: completed (exit code: 0)",
         r"• notice from bash: background job bash-1 (bash: while [ ! -e go ]; do sleep 0.01; done # \x1b]52;c;AA\x07\u{202e}) finished [status: completed, exit code: 0]. Read its output with job_output.",
     ] {
