@@ -16,15 +16,18 @@ use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A root of a roots policy: as the host named it, and canonical (a symlinked `/tmp`).
-#[derive(Clone, Debug)]
+/// A root of a roots policy: as the host named it, canonical (a symlinked `/tmp`), and the
+/// directory handle opened once, when the plugin was made: a root later swapped for a symlink
+/// (by a command that can write beside it) still means the directory that was there.
+#[derive(Debug)]
 struct Root {
     given: PathBuf,
     canonical: PathBuf,
+    dir: Dir,
 }
 
 /// The write side of the plugin: the policy and its roots.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Confinement {
     policy: WritePolicy,
     roots: Vec<Root>,
@@ -54,11 +57,23 @@ pub(crate) struct Existing {
 impl Confinement {
     pub(crate) fn new(policy: WritePolicy) -> Confinement {
         let roots = match &policy {
+            // A root that cannot be opened now allows nothing: it is left out, with a warning.
             WritePolicy::Roots(roots) => roots
                 .iter()
-                .map(|given| Root {
-                    given: given.clone(),
-                    canonical: std::fs::canonicalize(given).unwrap_or_else(|_| given.clone()),
+                .filter_map(|given| {
+                    let opened = std::fs::canonicalize(given).and_then(|canonical| {
+                        let dir = Dir::open_ambient_dir(&canonical, ambient_authority())?;
+                        Ok(Root {
+                            given: given.clone(),
+                            canonical,
+                            dir,
+                        })
+                    });
+                    opened
+                        .map_err(|error| {
+                            tracing::warn!(root = %given.display(), %error, "a write root that cannot be opened is left out");
+                        })
+                        .ok()
                 })
                 .collect(),
             _ => Vec::new(),
@@ -73,14 +88,25 @@ impl Confinement {
         }
     }
 
-    /// Where a write of the absolute `path` goes, or the refusal naming the policy; an
-    /// `escalated` write (the user approved it) goes where the path leads.
-    pub(crate) fn target(&self, path: &Path, escalated: bool) -> Result<Target, FsError> {
-        if escalated {
-            return Ok(Target::Ambient(path.to_path_buf()));
+    /// Where a write of the absolute `path` goes, or the refusal naming the policy. A write
+    /// the user `approved` goes to the destination the question named
+    /// ([`destination`]), and only while the path still leads there.
+    pub(crate) fn target(&self, path: &Path, approved: Option<&Path>) -> Result<Target, FsError> {
+        if let Some(approved) = approved {
+            if destination(path) != approved {
+                return Err(FsError::Refused {
+                    path: path.to_path_buf(),
+                    policy: format!(
+                        "{}; the path no longer leads to {}, the place the user approved",
+                        self.policy,
+                        approved.display()
+                    ),
+                });
+            }
+            return Ok(Target::Ambient(approved.to_path_buf()));
         }
         match &self.policy {
-            WritePolicy::Anywhere => Ok(Target::Ambient(path.to_path_buf())),
+            WritePolicy::Anywhere => Ok(Target::Ambient(destination(path))),
             WritePolicy::ReadOnly => Err(self.refused(path)),
             WritePolicy::Roots(_) => {
                 for root in &self.roots {
@@ -93,7 +119,9 @@ impl Confinement {
                     {
                         return Err(self.refused(path));
                     }
-                    let dir = Dir::open_ambient_dir(&root.canonical, ambient_authority())
+                    let dir = root
+                        .dir
+                        .try_clone()
                         .map_err(|e| FsError::io("cannot open the root of", &root.canonical, e))?;
                     let rel = follow_link(&dir, &root.canonical, rel)
                         .map_err(|e| self.beneath_error("cannot resolve", path, e))?;
@@ -123,9 +151,18 @@ impl Confinement {
         path: &Path,
         max_bytes: u64,
     ) -> Result<Option<Existing>, FsError> {
+        // Never blocking on a FIFO or a device: opened without waiting, then refused unless a
+        // regular file.
         let opened = match target {
-            Target::Ambient(p) => std::fs::File::open(p),
-            Target::Beneath { root, rel } => root.open(rel).map(cap_std::fs::File::into_std),
+            Target::Ambient(p) => crate::open::regular(p),
+            Target::Beneath { root, rel } => {
+                let mut options = OpenOptions::new();
+                options.read(true);
+                cap_std::fs::OpenOptionsExt::custom_flags(&mut options, crate::open::nonblock());
+                root.open_with(rel, &options)
+                    .map(cap_std::fs::File::into_std)
+                    .and_then(crate::open::only_regular)
+            }
         };
         let file = match opened {
             Ok(file) => file,
@@ -174,8 +211,9 @@ fn write_ambient(
     bytes: &[u8],
     permissions: Option<std::fs::Permissions>,
 ) -> Result<(), FsError> {
-    // Unconfined, a symlink is written through, as an editor does.
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    // `path` is a destination ([`destination`]): a symlink was followed there, as an editor
+    // does; one swapped in since is replaced by the rename, not followed.
+    let path = path.to_path_buf();
     let parent = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
@@ -204,7 +242,10 @@ fn set_mode(
     permissions: Option<std::fs::Permissions>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    file.set_permissions(permissions.unwrap_or_else(|| std::fs::Permissions::from_mode(0o644)))
+    // The permission bits only: new content never inherits a set-user-id, set-group-id or
+    // sticky bit (the kernel clears the first two on a write, too).
+    let mode = permissions.map_or(0o644, |p| p.mode() & 0o777);
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 /// Elsewhere a new file keeps the platform's default, and a replaced one its permissions.
@@ -282,9 +323,33 @@ fn temp_name(name: &std::ffi::OsStr) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    // At most 64 bytes of the name, so a name near the system's limit still has a temporary
+    // one.
+    let name = name.to_string_lossy();
+    let mut end = name.len().min(64);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
     PathBuf::from(format!(
         ".{}.dsh-{}-{n}-{nanos:x}.tmp",
-        name.to_string_lossy(),
+        &name[..end],
         std::process::id()
     ))
+}
+
+/// Where an unconfined write of the absolute `path` lands: the path with every symlink
+/// followed (the file's, when it exists; else its parent's, with the name kept), as the
+/// question to the approver names it.
+pub(crate) fn destination(path: &Path) -> PathBuf {
+    if let Ok(resolved) = std::fs::canonicalize(path) {
+        return resolved;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => {
+            std::fs::canonicalize(parent)
+                .map(|parent| parent.join(name))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+        _ => path.to_path_buf(),
+    }
 }

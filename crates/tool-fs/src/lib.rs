@@ -74,6 +74,7 @@ mod error;
 mod guard;
 pub mod history;
 mod missing;
+mod open;
 mod options;
 mod plugin;
 mod pool;

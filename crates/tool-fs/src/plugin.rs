@@ -122,8 +122,13 @@ impl State {
         Ok(())
     }
 
-    fn write(&self, path: &Path, content: &str, escalated: bool) -> Result<WriteValue, FsError> {
-        let target = self.confinement.target(path, escalated)?;
+    fn write(
+        &self,
+        path: &Path,
+        content: &str,
+        approved: Option<&Path>,
+    ) -> Result<WriteValue, FsError> {
+        let target = self.confinement.target(path, approved)?;
         let existing = self.checked_existing(&target, path)?;
         self.keep(
             "write",
@@ -156,8 +161,13 @@ impl State {
         })
     }
 
-    fn edit(&self, path: &Path, args: &EditArgs, escalated: bool) -> Result<EditValue, FsError> {
-        let target = self.confinement.target(path, escalated)?;
+    fn edit(
+        &self,
+        path: &Path,
+        args: &EditArgs,
+        approved: Option<&Path>,
+    ) -> Result<EditValue, FsError> {
+        let target = self.confinement.target(path, approved)?;
         let Some(existing) = self.checked_existing(&target, path)? else {
             return Err(FsError::NotFound(format!(
                 "{} To create a file, use `write`.",
@@ -391,8 +401,8 @@ fn write_tool(state: Arc<State>) -> Result<ToolDefinition, RegistrationError> {
                 let lock = state.guard.lock(&guard::key(&path));
                 let _held = lock.lock().await;
                 let content = Arc::new(args.content);
-                let value = confined(&exec, &state, move |state, escalated| {
-                    state.write(&path, &content, escalated)
+                let value = confined(&exec, &state, move |state, approved| {
+                    state.write(&path, &content, approved)
                 })
                 .await?;
                 to_value(value)
@@ -428,8 +438,8 @@ fn edit_tool(state: Arc<State>) -> Result<ToolDefinition, RegistrationError> {
                 let lock = state.guard.lock(&guard::key(&path));
                 let _held = lock.lock().await;
                 let args = Arc::new(args);
-                let value = confined(&exec, &state, move |state, escalated| {
-                    state.edit(&path, &args, escalated)
+                let value = confined(&exec, &state, move |state, approved| {
+                    state.edit(&path, &args, approved)
                 })
                 .await?;
                 to_value(value)
@@ -445,14 +455,14 @@ fn edit_tool(state: Arc<State>) -> Result<ToolDefinition, RegistrationError> {
 async fn confined<T: Send + 'static>(
     exec: &ExecContext,
     state: &Arc<State>,
-    op: impl Fn(&State, bool) -> Result<T, FsError> + Send + Sync + 'static,
+    op: impl Fn(&State, Option<&Path>) -> Result<T, FsError> + Send + Sync + 'static,
 ) -> Result<T, ToolError> {
     let op = Arc::new(op);
-    let attempt = |escalated: bool| {
+    let attempt = |approved: Option<PathBuf>| {
         let state = Arc::clone(state);
         let op = Arc::clone(&op);
         async move {
-            match tokio::task::spawn_blocking(move || op(&state, escalated)).await {
+            match tokio::task::spawn_blocking(move || op(&state, approved.as_deref())).await {
                 Ok(result) => Ok(result),
                 Err(e) => Err(ToolError::failed(format!(
                     "the file operation did not finish: {e}"
@@ -460,19 +470,35 @@ async fn confined<T: Send + 'static>(
             }
         }
     };
-    match attempt(false).await? {
+    match attempt(None).await? {
         Err(refused @ FsError::Refused { .. }) => {
             let FsError::Refused { path, policy } = &refused else {
                 return Err(refused.into());
             };
-            let question = format!(
-                "{ESCALATION_PREFIX}write {} outside the sandbox ({policy})",
-                path.display()
-            );
+            // The question names where the write would land, every symlink followed, and
+            // only that place is then written.
+            let path_for = path.clone();
+            let destination =
+                tokio::task::spawn_blocking(move || crate::confine::destination(&path_for))
+                    .await
+                    .map_err(|e| {
+                        ToolError::failed(format!("the file operation did not finish: {e}"))
+                    })?;
+            let shown = if destination == *path {
+                path.display().to_string()
+            } else {
+                format!(
+                    "{} (which leads to {})",
+                    path.display(),
+                    destination.display()
+                )
+            };
+            let question =
+                format!("{ESCALATION_PREFIX}write {shown} outside the sandbox ({policy})");
             match exec.request_approval(question).await {
                 Ok(()) => {
                     tracing::info!(call = exec.call_id(), path = %path.display(), "an approved write runs outside the sandbox");
-                    attempt(true).await?.map_err(ToolError::from)
+                    attempt(Some(destination)).await?.map_err(ToolError::from)
                 }
                 Err(denied) => Err(ToolError::failed(format!("{refused} ({denied})"))),
             }

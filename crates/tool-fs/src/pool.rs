@@ -38,11 +38,25 @@ fn searcher() -> Searcher {
 }
 
 /// Searches `path`; a file that cannot be read (gone, unreadable) has no matches.
-fn search_file(searcher: &mut Searcher, matcher: &RegexMatcher, path: &PathBuf) -> FileMatches {
+fn search_file(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    path: &std::path::Path,
+) -> FileMatches {
     let mut lines = Vec::new();
-    let searched = searcher.search_path(
+    // Opened without waiting, and only a regular file: a FIFO or device met on the way (or
+    // named as the path) is skipped, never waited on.
+    let file = match crate::open::regular(path) {
+        Ok(file) if file.metadata().is_ok_and(|m| m.is_file()) => file,
+        Ok(_) => return FileMatches { lines },
+        Err(e) => {
+            tracing::debug!(path = %path.display(), "grep skipped a file: {e}");
+            return FileMatches { lines };
+        }
+    };
+    let searched = searcher.search_file(
         matcher,
-        path,
+        &file,
         Lossy(|number, line| {
             lines.push((number, line.trim_end_matches(['\n', '\r']).to_owned()));
             Ok(true)

@@ -20,7 +20,7 @@ pub(crate) fn read_page(
     limit: Option<u64>,
     limits: &FsLimits,
 ) -> Result<(ReadValue, Stamp), FsError> {
-    let file = match std::fs::File::open(path) {
+    let file = match crate::open::regular(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(FsError::NotFound(crate::missing::not_found(path)));

@@ -159,7 +159,7 @@ async fn a_parent_swapped_for_a_symlink_between_calls_is_not_followed() {
 }
 
 /// An approver that answers every request with `grant` and keeps the reasons it was given.
-struct Recorder {
+pub(crate) struct Recorder {
     grant: bool,
     asked: std::sync::Mutex<Vec<String>>,
 }
@@ -181,6 +181,19 @@ impl dsh_tools::Approver for Recorder {
             }
         };
         Box::pin(async move { answer })
+    }
+}
+
+impl Recorder {
+    pub(crate) fn new(grant: bool) -> std::sync::Arc<Recorder> {
+        std::sync::Arc::new(Recorder {
+            grant,
+            asked: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
     }
 }
 

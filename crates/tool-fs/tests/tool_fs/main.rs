@@ -7,6 +7,7 @@ mod arguments;
 mod cards;
 mod confinement;
 mod history;
+mod hostile;
 mod property;
 mod read;
 mod search;
