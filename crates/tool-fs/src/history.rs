@@ -16,8 +16,9 @@ use std::sync::Mutex;
 #[derive(Debug)]
 pub struct FileHistory {
     dir: PathBuf,
-    /// Serialises the appends to the index, so numbers are given once.
-    writing: Mutex<()>,
+    /// Serialises the appends to the index, so numbers are given once; holds the last number
+    /// given, read from the index at the first change (not again at every one).
+    writing: Mutex<Option<u64>>,
 }
 
 /// One recorded change.
@@ -93,16 +94,23 @@ pub enum HistoryError {
 
 /// The SHA-256 of `bytes`, in hex.
 pub fn content_hash(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
     let digest = Sha256::digest(bytes);
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+    digest
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
 }
 
 impl FileHistory {
-    /// The history kept in `dir`.
+    /// The history kept in `dir`. One session has one `FileHistory` (it numbers the changes
+    /// it records); another opened on the same directory meanwhile would give the same numbers.
     pub fn new(dir: impl Into<PathBuf>) -> FileHistory {
         FileHistory {
             dir: dir.into(),
-            writing: Mutex::new(()),
+            writing: Mutex::new(None),
         }
     }
 
@@ -155,11 +163,15 @@ impl FileHistory {
         before: Option<&[u8]>,
         after: &[u8],
     ) -> Result<u64, HistoryError> {
-        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         std::fs::create_dir_all(&self.dir).map_err(self.io())?;
         let before = before.map(|bytes| self.keep(bytes)).transpose()?;
         let after = self.keep(after)?;
-        let change = self.read()?.iter().map(|c| c.change).max().unwrap_or(0) + 1;
+        let given = match *last {
+            Some(given) => given,
+            None => self.read()?.iter().map(|c| c.change).max().unwrap_or(0),
+        };
+        let change = given + 1;
         self.append(&Line::Change(Change {
             change,
             tool: tool.to_owned(),
@@ -168,6 +180,7 @@ impl FileHistory {
             after,
             undone: false,
         }))?;
+        *last = Some(change);
         Ok(change)
     }
 
@@ -350,6 +363,10 @@ mod tests {
             .unwrap()
             .count();
         assert_eq!(blobs, 3);
+        // A history opened again on the same directory numbers on from its index.
+        let again = FileHistory::new(history.dir());
+        assert_eq!(again.record("edit", &file, Some(b"v3"), b"v4").unwrap(), 3);
+        assert_eq!(again.record("edit", &file, Some(b"v4"), b"v5").unwrap(), 4);
         let mut index = std::fs::OpenOptions::new()
             .append(true)
             .open(history.dir().join("index.jsonl"))
@@ -357,7 +374,7 @@ mod tests {
         index.write_all(b"not json\n").unwrap();
         assert!(matches!(
             history.list(),
-            Err(HistoryError::Corrupt { line: 3, .. })
+            Err(HistoryError::Corrupt { line: 5, .. })
         ));
         assert!(matches!(
             history.content("../../etc/passwd"),
